@@ -1,0 +1,8 @@
+//! `pmlab hotplug` (not built yet).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`pmlab hotplug` is not implemented yet")
+}

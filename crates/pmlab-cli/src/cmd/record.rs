@@ -1,0 +1,8 @@
+//! `pmlab record` (not built yet).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`pmlab record` is not implemented yet")
+}

@@ -1,0 +1,8 @@
+//! `pmlab report` (not built yet).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`pmlab report` is not implemented yet")
+}

@@ -1,0 +1,77 @@
+//! The `pmlab` binary: argument parsing and printing only; the work lives in the library crates.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pmlab",
+    version,
+    about = "A lab for CPU power management on Linux: knobs, workloads, traces, experiments.",
+    after_help = "Examples:\n  pmlab info\n  pmlab knob set haltpoll.guest_halt_poll_ns=200us\n  pmlab run pipe --loops 100000\n  pmlab study --quick"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// What this machine has, and what pmlab can do on it.
+    Info(cmd::info::Args),
+    /// List, read, set and restore kernel knobs (journaled, always restorable).
+    Knob(cmd::knob::Args),
+    /// Run one workload and print its metric and side metrics.
+    Run(cmd::run::Args),
+    /// Trace a command (or a duration) into a trace.dat file.
+    Record(cmd::record::Args),
+    /// Print every event of a trace, one per line (as `trace-cmd report -R -t`).
+    Dump(cmd::dump::Args),
+    /// Facts about a trace file.
+    Trace(cmd::trace::Args),
+    /// Analyses of a trace: idle, wakeups, hotplug, sched, freq, energy.
+    Analyze(cmd::analyze::Args),
+    /// Compare two configurations on one workload, statistically.
+    Compare(cmd::compare::Args),
+    /// Sweep one or more knobs over values against a workload.
+    Sweep(cmd::sweep::Args),
+    /// Run an experiment described in a TOML file.
+    RunSpec(cmd::run_spec::Args),
+    /// The result store: list, show, compare, export.
+    Results(cmd::results::Args),
+    /// CPU hotplug latency lab.
+    Hotplug(cmd::hotplug::Args),
+    /// The default battery for this machine, with a report.
+    Study(cmd::study::Args),
+    /// Render a report for experiments in the store.
+    Report(cmd::report::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(a) => cmd::info::run(a),
+        Command::Knob(a) => cmd::knob::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Dump(a) => cmd::dump::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
+        Command::RunSpec(a) => cmd::run_spec::run(a),
+        Command::Results(a) => cmd::results::run(a),
+        Command::Hotplug(a) => cmd::hotplug::run(a),
+        Command::Study(a) => cmd::study::run(a),
+        Command::Report(a) => cmd::report::run(a),
+    };
+    if let Err(e) = result {
+        eprint!("pmlab: error: {e}");
+        for cause in e.chain().skip(1) {
+            eprint!(": {cause}");
+        }
+        eprintln!();
+        std::process::exit(1);
+    }
+}

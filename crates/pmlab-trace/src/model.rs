@@ -1,0 +1,225 @@
+//! The decoded-trace model: event formats and columnar event storage shared by
+//! every reader and by the analyses.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Endian {
+    Little,
+    Big,
+}
+
+/// How a field's bytes are to be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum FieldKind {
+    /// An integer (or pointer) of `size` bytes.
+    Int,
+    /// A fixed array: `count` elements of `elem_size` bytes (`char comm[16]` is a string).
+    Array { elem_size: u32, count: u32, is_char: bool },
+    /// `__data_loc`: a u32 holding (len << 16 | offset) into the record; char strings or other arrays.
+    DataLoc { is_char: bool },
+    /// `__rel_loc`: like DataLoc, offset relative to the end of the field.
+    RelLoc { is_char: bool },
+}
+
+/// One field of an event format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Field {
+    pub name: String,
+    /// The C type as written in the format file (`unsigned int`, `__data_loc char[]`, ...).
+    pub type_name: String,
+    pub offset: u32,
+    pub size: u32,
+    pub signed: bool,
+    pub kind: FieldKind,
+    /// True for `common_*` fields.
+    pub common: bool,
+}
+
+/// An event's format, parsed from `events/SYSTEM/NAME/format`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventFormat {
+    pub id: u16,
+    pub system: String,
+    pub name: String,
+    /// All fields, common ones first, in file order.
+    pub fields: Vec<Field>,
+    pub print_fmt: String,
+}
+
+impl EventFormat {
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+/// Events in columns, sorted by timestamp. Event `i`'s record (the payload that
+/// starts with the common fields) is `raw[off[i] .. off[i] + len[i]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Events {
+    pub ts: Vec<u64>,
+    pub cpu: Vec<u32>,
+    pub pid: Vec<i32>,
+    pub id: Vec<u16>,
+    pub off: Vec<u64>,
+    pub len: Vec<u32>,
+    pub raw: Vec<u8>,
+}
+
+impl Events {
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+    /// The record bytes of event `i`.
+    #[inline]
+    pub fn record(&self, i: usize) -> &[u8] {
+        let o = self.off[i] as usize;
+        &self.raw[o..o + self.len[i] as usize]
+    }
+}
+
+/// A resolved field: what an analysis looks up once and then reads per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldRef {
+    pub offset: u32,
+    pub size: u32,
+    pub signed: bool,
+    pub loc: LocKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocKind {
+    Inline,
+    DataLoc,
+    RelLoc,
+}
+
+/// A whole decoded trace.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub endian: Endian,
+    pub long_size: u32,
+    pub page_size: u32,
+    pub cpus: u32,
+    /// Formats by event id.
+    pub formats: HashMap<u16, EventFormat>,
+    pub events: Events,
+    /// pid → comm from saved_cmdlines.
+    pub cmdlines: HashMap<i32, String>,
+    /// Sorted (address, symbol) pairs from kallsyms.
+    pub kallsyms: Vec<(u64, String)>,
+    /// printk format strings by address (for bprint).
+    pub printk_formats: HashMap<u64, String>,
+    /// Events lost per CPU as counted from page headers (None where unknown).
+    pub lost: Vec<Option<u64>>,
+    /// Free-form source description: "trace.dat v6", "trace.dat v7 (zstd)", "ftrace text".
+    pub source: String,
+}
+
+impl Trace {
+    /// The id of `system:name` (or bare `name`), if the trace has that event.
+    pub fn event_id(&self, system: &str, name: &str) -> Option<u16> {
+        self.formats
+            .values()
+            .find(|f| f.name == name && (system.is_empty() || f.system == system))
+            .map(|f| f.id)
+    }
+
+    /// Resolve `field` of event `id` for fast per-event reads.
+    pub fn field(&self, id: u16, field: &str) -> Option<FieldRef> {
+        let f = self.formats.get(&id)?.field(field)?;
+        let loc = match f.kind {
+            FieldKind::DataLoc { .. } => LocKind::DataLoc,
+            FieldKind::RelLoc { .. } => LocKind::RelLoc,
+            _ => LocKind::Inline,
+        };
+        Some(FieldRef { offset: f.offset, size: f.size, signed: f.signed, loc })
+    }
+
+    #[inline]
+    fn read_uint(&self, b: &[u8]) -> u64 {
+        let mut v = 0u64;
+        match self.endian {
+            Endian::Little => {
+                for (k, x) in b.iter().enumerate().take(8) {
+                    v |= (*x as u64) << (8 * k);
+                }
+            }
+            Endian::Big => {
+                for x in b.iter().take(8) {
+                    v = (v << 8) | *x as u64;
+                }
+            }
+        }
+        v
+    }
+
+    /// Unsigned value of an integer field of event `i` (0 if out of bounds).
+    #[inline]
+    pub fn u64_at(&self, i: usize, f: FieldRef) -> u64 {
+        let r = self.events.record(i);
+        let (o, s) = (f.offset as usize, f.size as usize);
+        if o + s > r.len() {
+            return 0;
+        }
+        self.read_uint(&r[o..o + s])
+    }
+
+    /// Signed value of an integer field of event `i` (sign-extended from its size).
+    #[inline]
+    pub fn i64_at(&self, i: usize, f: FieldRef) -> i64 {
+        let v = self.u64_at(i, f);
+        let bits = (f.size.min(8) * 8) as u32;
+        if bits == 64 || bits == 0 {
+            v as i64
+        } else {
+            ((v << (64 - bits)) as i64) >> (64 - bits)
+        }
+    }
+
+    /// The bytes of a fixed array or a `__data_loc`/`__rel_loc` field of event `i`.
+    pub fn bytes_at(&self, i: usize, f: FieldRef) -> &[u8] {
+        let r = self.events.record(i);
+        let (o, s) = (f.offset as usize, f.size as usize);
+        if o + s > r.len() {
+            return &[];
+        }
+        match f.loc {
+            LocKind::Inline => &r[o..o + s],
+            LocKind::DataLoc | LocKind::RelLoc => {
+                let v = self.read_uint(&r[o..o + 4]) as usize;
+                let (mut start, len) = (v & 0xffff, v >> 16);
+                if f.loc == LocKind::RelLoc {
+                    start += o + s;
+                }
+                r.get(start..start + len).unwrap_or(&[])
+            }
+        }
+    }
+
+    /// A char array or string field of event `i`, cut at the first NUL.
+    pub fn str_at(&self, i: usize, f: FieldRef) -> &str {
+        let b = self.bytes_at(i, f);
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        std::str::from_utf8(&b[..end]).unwrap_or("")
+    }
+
+    /// The kernel symbol containing `addr`, if kallsyms has one at or below it.
+    pub fn sym(&self, addr: u64) -> Option<&str> {
+        let idx = self.kallsyms.partition_point(|(a, _)| *a <= addr);
+        if idx == 0 {
+            None
+        } else {
+            Some(self.kallsyms[idx - 1].1.as_str())
+        }
+    }
+
+    /// The command name of `pid` from saved cmdlines.
+    pub fn comm(&self, pid: i32) -> Option<&str> {
+        self.cmdlines.get(&pid).map(|s| s.as_str())
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One-time machine set-up: peer tools the tests compare against, and the Rust toolchain parts.
+set -euo pipefail
+need=()
+for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine; do
+  command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q "${need[@]}"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust (rustup) first" >&2
+  exit 1
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command: every unit and integration test, as root on a machine with tracefs, cpuidle and hotplug.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --bins
+cargo test --release --workspace -- --test-threads=1
