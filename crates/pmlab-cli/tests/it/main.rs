@@ -1,0 +1,14 @@
+//! The one integration-test binary: runs the real `pmlab` binary, and on a machine
+//! that has them, the real kernel interfaces (tracefs, cpuidle, haltpoll, hotplug).
+
+mod util;
+
+mod analyze;
+mod hotplug;
+mod info;
+mod knob;
+mod lab;
+mod record;
+mod run;
+mod study;
+mod trace;

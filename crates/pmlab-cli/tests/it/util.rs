@@ -1,0 +1,22 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The `pmlab` binary under test.
+pub fn pmlab() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("pmlab").expect("pmlab binary")
+}
+
+/// The shared trace fixtures (`../shared/fixtures` beside the repository), or `$PMLAB_FIXTURES`.
+pub fn fixtures() -> PathBuf {
+    if let Ok(p) = std::env::var("PMLAB_FIXTURES") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+}
+
+/// True when running as root (the project's machines always are).
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
