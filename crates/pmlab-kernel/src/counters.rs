@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// Why a snapshot could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum CountersError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: PathBuf,
         #[source]
