@@ -1107,7 +1107,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         {
-            let mut old = Store::create_at_version(&path, 1).unwrap();
+            let old = Store::create_at_version(&path, 1).unwrap();
             assert_eq!(old.schema_version().unwrap(), 1);
             // Write a v1 experiment by hand: v1 had no runs.trace_path / system.hostname.
             old.conn
