@@ -1,2 +1,7 @@
 //! pmlab-lab: experiments — plans, the interleaved adaptive protocol, statistics,
 //! the SQLite result store and report rendering.
+
+pub mod spec;
+pub mod stats;
+pub mod store;
+pub mod system;

@@ -1,0 +1,763 @@
+//! What an experiment is: configurations (knob sets) × workloads, the protocol's budget,
+//! and the parsers shared by the CLI and `run-spec` TOML files.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Errors in an experiment's description; nothing has run when one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("empty value list in sweep `{0}` (write KNOB=V1,V2,...)")]
+    EmptySweep(String),
+    #[error("`{0}` is not KNOB=VALUE")]
+    NotAnAssignment(String),
+    #[error("knob `{0}` is swept twice")]
+    DuplicateSweep(String),
+    #[error("no workload given")]
+    NoWorkload,
+    #[error("no configuration given")]
+    NoConfiguration,
+    #[error("two configurations are labelled `{0}`")]
+    DuplicateLabel(String),
+    #[error("unknown reference `{0}` (configurations: {1})")]
+    UnknownReference(String, String),
+    #[error("bad {what} `{value}`: {why}")]
+    BadValue {
+        what: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    SpecFile { path: PathBuf, message: String },
+}
+
+/// One configuration: the machine as found plus these knob assignments (`NAME[@CPUS]=VALUE`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Configuration {
+    pub label: String,
+    pub knobs: Vec<String>,
+}
+
+impl Configuration {
+    /// A configuration from a space-separated assignment list; `""` is the machine as found.
+    pub fn parse(label: &str, assignments: &str) -> Result<Configuration, SpecError> {
+        let knobs: Vec<String> = assignments.split_whitespace().map(str::to_string).collect();
+        for k in &knobs {
+            split_assignment(k)?;
+        }
+        Ok(Configuration {
+            label: label.to_string(),
+            knobs,
+        })
+    }
+
+    /// `"as found"` for no knobs, else the assignments joined by spaces.
+    pub fn describe(&self) -> String {
+        if self.knobs.is_empty() {
+            "as found".into()
+        } else {
+            self.knobs.join(" ")
+        }
+    }
+}
+
+/// Split `NAME[@CPUS]=VALUE` into its name (with `@CPUS`) and value.
+pub fn split_assignment(s: &str) -> Result<(&str, &str), SpecError> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name, value)),
+        _ => Err(SpecError::NotAnAssignment(s.to_string())),
+    }
+}
+
+/// One workload, in the words of `pmlab run` (e.g. `["pipe", "--loops", "20000"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadDef {
+    pub label: String,
+    pub argv: Vec<String>,
+}
+
+impl WorkloadDef {
+    pub fn new(argv: Vec<String>) -> Result<WorkloadDef, SpecError> {
+        if argv.is_empty() {
+            return Err(SpecError::NoWorkload);
+        }
+        Ok(WorkloadDef {
+            label: argv.join(" "),
+            argv,
+        })
+    }
+}
+
+/// Optional shell commands run around the measurements (hyperfine's setup/prepare/cleanup).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hooks {
+    /// Once, before the warm-up runs.
+    pub setup: Option<String>,
+    /// Before every run (warm-ups included), after the configuration is applied.
+    pub prepare: Option<String>,
+    /// Once, after the last run and before the knobs are restored.
+    pub cleanup: Option<String>,
+}
+
+/// The kind of experiment, as recorded in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Compare,
+    Sweep,
+    RunSpec,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Compare => "compare",
+            Kind::Sweep => "sweep",
+            Kind::RunSpec => "run-spec",
+        }
+    }
+    pub fn parse(s: &str) -> Kind {
+        match s {
+            "compare" => Kind::Compare,
+            "sweep" => Kind::Sweep,
+            _ => Kind::RunSpec,
+        }
+    }
+}
+
+/// Configurations × workloads, with the reference configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Experiment {
+    pub kind: Kind,
+    pub name: String,
+    pub configurations: Vec<Configuration>,
+    pub workloads: Vec<WorkloadDef>,
+    /// Index of the reference configuration.
+    pub reference: usize,
+    /// For sweeps: the swept knob names, in order (the knee is searched in configuration order).
+    pub swept: Vec<String>,
+    pub hooks: Hooks,
+}
+
+impl Experiment {
+    /// Check labels and the reference; `reference` is a configuration label.
+    pub fn new(
+        kind: Kind,
+        name: String,
+        configurations: Vec<Configuration>,
+        workloads: Vec<WorkloadDef>,
+        reference: Option<&str>,
+    ) -> Result<Experiment, SpecError> {
+        if configurations.is_empty() {
+            return Err(SpecError::NoConfiguration);
+        }
+        if workloads.is_empty() {
+            return Err(SpecError::NoWorkload);
+        }
+        for (i, c) in configurations.iter().enumerate() {
+            if configurations[..i].iter().any(|d| d.label == c.label) {
+                return Err(SpecError::DuplicateLabel(c.label.clone()));
+            }
+        }
+        let reference = match reference {
+            None => 0,
+            Some(r) => configurations
+                .iter()
+                .position(|c| c.label == r)
+                .ok_or_else(|| {
+                    SpecError::UnknownReference(
+                        r.to_string(),
+                        configurations
+                            .iter()
+                            .map(|c| c.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    )
+                })?,
+        };
+        Ok(Experiment {
+            kind,
+            name,
+            configurations,
+            workloads,
+            reference,
+            swept: Vec::new(),
+            hooks: Hooks::default(),
+        })
+    }
+
+    /// Every distinct knob assignment used by any configuration.
+    pub fn all_assignments(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for c in &self.configurations {
+            for k in &c.knobs {
+                if !v.contains(k) {
+                    v.push(k.clone());
+                }
+            }
+        }
+        v
+    }
+
+    /// Every distinct knob name (with `@CPUS`) used by any configuration.
+    pub fn all_knob_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for k in self.all_assignments() {
+            if let Ok((name, _)) = split_assignment(&k) {
+                if !v.iter().any(|n| n == name) {
+                    v.push(name.to_string());
+                }
+            }
+        }
+        v
+    }
+}
+
+/// One swept knob: `NAME[@CPUS]=V1,V2,...`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepAxis {
+    pub knob: String,
+    pub values: Vec<String>,
+}
+
+impl SweepAxis {
+    pub fn parse(s: &str) -> Result<SweepAxis, SpecError> {
+        let (knob, values) = split_assignment(s)?;
+        let values: Vec<String> = values
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .collect();
+        if values.is_empty() {
+            return Err(SpecError::EmptySweep(knob.to_string()));
+        }
+        Ok(SweepAxis {
+            knob: knob.to_string(),
+            values,
+        })
+    }
+}
+
+/// The short name of a knob for labels: its last `.`-separated part, `@CPUS` kept.
+fn short_knob(knob: &str) -> &str {
+    let (name, _) = knob.split_once('@').unwrap_or((knob, ""));
+    let short_start = name.rfind('.').map_or(0, |i| i + 1);
+    &knob[short_start..]
+}
+
+/// The cartesian product of the axes, first axis slowest. One axis: labels are the values.
+pub fn sweep_configurations(axes: &[SweepAxis]) -> Result<Vec<Configuration>, SpecError> {
+    for (i, a) in axes.iter().enumerate() {
+        if axes[..i].iter().any(|b| b.knob == a.knob) {
+            return Err(SpecError::DuplicateSweep(a.knob.clone()));
+        }
+    }
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for axis in axes {
+        let mut next = Vec::new();
+        for c in &combos {
+            for v in &axis.values {
+                let mut c = c.clone();
+                c.push((axis.knob.clone(), v.clone()));
+                next.push(c);
+            }
+        }
+        combos = next;
+    }
+    Ok(combos
+        .into_iter()
+        .map(|c| {
+            let label = if axes.len() == 1 {
+                c[0].1.clone()
+            } else {
+                c.iter()
+                    .map(|(k, v)| format!("{}={v}", short_knob(k)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            Configuration {
+                label,
+                knobs: c.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            }
+        })
+        .collect())
+}
+
+/// The order of runs within the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Every round runs every configuration once, in a freshly shuffled order (the default).
+    Interleaved,
+    /// All runs of the first configuration, then the next (for demonstrating drift; not adaptive).
+    Sequential,
+}
+
+/// The budget and the stopping rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Stop when every configuration's 95% CI half-width is below this fraction of its mean.
+    pub target_ci: f64,
+    /// At most this many measured runs (warm-ups not counted).
+    pub max_runs: Option<usize>,
+    /// At most this much wall time (warm-ups counted).
+    pub max_time: Option<Duration>,
+    /// Adaptive stops are only considered after this many rounds.
+    pub min_rounds: usize,
+    /// Seed of the per-round shuffles (recorded).
+    pub seed: u64,
+    pub order: Order,
+    /// Also stop early once every comparison with the reference is decided at 99.9% (see protocol docs).
+    pub stop_when_decided: bool,
+    /// Run one discarded warm-up per configuration and workload.
+    pub warmup: bool,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            target_ci: 0.01,
+            max_runs: None,
+            max_time: None,
+            min_rounds: 3,
+            seed: 0,
+            order: Order::Interleaved,
+            stop_when_decided: true,
+            warmup: true,
+        }
+    }
+}
+
+/// Default number of rounds when `--max-runs` is not given.
+pub const DEFAULT_MAX_ROUNDS: usize = 30;
+/// Smallest allowed `min_rounds`.
+pub const MIN_ROUNDS: usize = 3;
+
+/// Parse a CI target: `1%`, `0.5%` or a fraction `0.01`.
+pub fn parse_fraction(s: &str) -> Result<f64, SpecError> {
+    let bad = |why: &str| SpecError::BadValue {
+        what: "target CI",
+        value: s.to_string(),
+        why: why.to_string(),
+    };
+    let t = s.trim();
+    let v = if let Some(p) = t.strip_suffix('%') {
+        p.trim().parse::<f64>().map_err(|_| bad("not a number"))? / 100.0
+    } else {
+        t.parse::<f64>()
+            .map_err(|_| bad("not a number (write 1% or 0.01)"))?
+    };
+    if !(v > 0.0 && v < 1.0) {
+        return Err(bad("must be between 0 and 100%"));
+    }
+    Ok(v)
+}
+
+/// Parse a duration: `300`, `300s`, `5m`, `1h`, `1.5m`, `500ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
+    let bad = |why: &str| SpecError::BadValue {
+        what: "duration",
+        value: s.to_string(),
+        why: why.to_string(),
+    };
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.trim().parse().map_err(|_| bad("not a number"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(bad("unit must be ms, s, m or h")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(bad("must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Split a command line into words, honouring single and double quotes (no other shell syntax).
+pub fn split_words(s: &str) -> Result<Vec<String>, SpecError> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in s.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            None => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err(SpecError::BadValue {
+            what: "command line",
+            value: s.to_string(),
+            why: "unterminated quote".into(),
+        });
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+// ---------------------------------------------------------------------------------------------
+// run-spec TOML files.
+
+/// A knob list written either as one string (`"A=1 B=2"`) or as an array of assignments.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum KnobList {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A workload written as one command line or as an argument array.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Words {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecConfiguration {
+    label: String,
+    #[serde(default)]
+    knobs: Option<KnobList>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecWorkload {
+    #[serde(default)]
+    label: Option<String>,
+    run: Words,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecSweep {
+    knob: String,
+    values: toml::Value,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    reference: Option<String>,
+    #[serde(default)]
+    target_ci: Option<String>,
+    #[serde(default)]
+    max_runs: Option<usize>,
+    #[serde(default)]
+    max_time: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    setup: Option<String>,
+    #[serde(default)]
+    prepare: Option<String>,
+    #[serde(default)]
+    cleanup: Option<String>,
+    #[serde(default, rename = "configuration")]
+    configurations: Vec<SpecConfiguration>,
+    /// Sweep axes, in order (an alternative to `[[configuration]]`).
+    #[serde(default)]
+    sweep: Vec<SpecSweep>,
+    #[serde(default, rename = "workload")]
+    workloads: Vec<SpecWorkload>,
+}
+
+/// A parsed `run-spec` file: the experiment and the budget settings it gives.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub experiment: Experiment,
+    pub target_ci: Option<f64>,
+    pub max_runs: Option<usize>,
+    pub max_time: Option<Duration>,
+    pub seed: Option<u64>,
+}
+
+/// Parse a `run-spec` TOML text (`path` is for messages and the default name).
+pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
+    let err = |message: String| SpecError::SpecFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file: SpecFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+    let mut configurations = Vec::new();
+    let mut swept = Vec::new();
+    for c in &file.configurations {
+        let knobs = match &c.knobs {
+            None => Vec::new(),
+            Some(KnobList::One(s)) => s.split_whitespace().map(str::to_string).collect(),
+            Some(KnobList::Many(v)) => v.clone(),
+        };
+        for k in &knobs {
+            split_assignment(k)?;
+        }
+        configurations.push(Configuration {
+            label: c.label.clone(),
+            knobs,
+        });
+    }
+    if !file.sweep.is_empty() {
+        if !configurations.is_empty() {
+            return Err(err(
+                "give either [[configuration]] or [[sweep]] tables, not both".into(),
+            ));
+        }
+        let mut axes = Vec::new();
+        for SpecSweep { knob, values } in &file.sweep {
+            let values: Vec<String> = match values {
+                toml::Value::Array(a) => a
+                    .iter()
+                    .map(|v| match v {
+                        toml::Value::String(s) => Ok(s.clone()),
+                        toml::Value::Integer(i) => Ok(i.to_string()),
+                        toml::Value::Float(f) => Ok(f.to_string()),
+                        toml::Value::Boolean(b) => Ok(b.to_string()),
+                        other => Err(err(format!(
+                            "sweep `{knob}`: value {other} is not a string or number"
+                        ))),
+                    })
+                    .collect::<Result<_, _>>()?,
+                toml::Value::String(s) => SweepAxis::parse(&format!("{knob}={s}"))?.values,
+                other => {
+                    return Err(err(format!(
+                        "sweep `{knob}`: {other} is not a list of values"
+                    )))
+                }
+            };
+            if values.is_empty() {
+                return Err(SpecError::EmptySweep(knob.clone()));
+            }
+            swept.push(knob.clone());
+            axes.push(SweepAxis {
+                knob: knob.clone(),
+                values,
+            });
+        }
+        configurations = sweep_configurations(&axes)?;
+    }
+    if configurations.is_empty() {
+        configurations.push(Configuration {
+            label: "as found".into(),
+            knobs: Vec::new(),
+        });
+    }
+    let mut workloads = Vec::new();
+    for w in &file.workloads {
+        let argv = match &w.run {
+            Words::One(s) => split_words(s)?,
+            Words::Many(v) => v.clone(),
+        };
+        let mut def =
+            WorkloadDef::new(argv).map_err(|_| err("a [[workload]] has an empty `run`".into()))?;
+        if let Some(l) = &w.label {
+            def.label = l.clone();
+        }
+        if workloads.iter().any(|x: &WorkloadDef| x.label == def.label) {
+            return Err(err(format!("two workloads are labelled `{}`", def.label)));
+        }
+        workloads.push(def);
+    }
+    if workloads.is_empty() {
+        return Err(err("no [[workload]] given".into()));
+    }
+    let name = file.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let mut experiment = Experiment::new(
+        Kind::RunSpec,
+        name,
+        configurations,
+        workloads,
+        file.reference.as_deref(),
+    )?;
+    experiment.swept = swept;
+    experiment.hooks = Hooks {
+        setup: file.setup.clone(),
+        prepare: file.prepare.clone(),
+        cleanup: file.cleanup.clone(),
+    };
+    Ok(RunSpec {
+        experiment,
+        target_ci: file.target_ci.as_deref().map(parse_fraction).transpose()?,
+        max_runs: file.max_runs,
+        max_time: file.max_time.as_deref().map(parse_duration).transpose()?,
+        seed: file.seed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_is_cartesian_first_axis_slowest() {
+        let axes = [
+            SweepAxis::parse("a.x=1,2").unwrap(),
+            SweepAxis::parse("b.y@1=p,q,r").unwrap(),
+        ];
+        let cs = sweep_configurations(&axes).unwrap();
+        assert_eq!(cs.len(), 6);
+        assert_eq!(cs[0].knobs, vec!["a.x=1", "b.y@1=p"]);
+        assert_eq!(cs[0].label, "x=1,y@1=p");
+        assert_eq!(cs[5].knobs, vec!["a.x=2", "b.y@1=r"]);
+        let one =
+            sweep_configurations(
+                &[SweepAxis::parse("haltpoll.guest_halt_poll_ns=0,10us").unwrap()],
+            )
+            .unwrap();
+        assert_eq!(one[1].label, "10us");
+    }
+
+    #[test]
+    fn empty_sweep_list_is_refused() {
+        assert!(matches!(SweepAxis::parse("a.x="), Err(SpecError::EmptySweep(k)) if k == "a.x"));
+        assert!(matches!(
+            SweepAxis::parse("a.x=,,"),
+            Err(SpecError::EmptySweep(_))
+        ));
+        assert!(matches!(
+            SweepAxis::parse("a.x"),
+            Err(SpecError::NotAnAssignment(_))
+        ));
+        let axes = [
+            SweepAxis::parse("a=1").unwrap(),
+            SweepAxis::parse("a=2").unwrap(),
+        ];
+        assert!(matches!(
+            sweep_configurations(&axes),
+            Err(SpecError::DuplicateSweep(_))
+        ));
+    }
+
+    #[test]
+    fn configuration_parsing() {
+        assert!(Configuration::parse("a", "").unwrap().knobs.is_empty());
+        assert_eq!(
+            Configuration::parse("b", " x=1  y@0-1=2 ").unwrap().knobs,
+            vec!["x=1", "y@0-1=2"]
+        );
+        assert!(Configuration::parse("b", "x").is_err());
+        let c = vec![
+            Configuration::parse("a", "").unwrap(),
+            Configuration::parse("a", "").unwrap(),
+        ];
+        let w = vec![WorkloadDef::new(vec!["pipe".into()]).unwrap()];
+        assert!(matches!(
+            Experiment::new(Kind::Compare, "t".into(), c, w.clone(), None),
+            Err(SpecError::DuplicateLabel(_))
+        ));
+        let c = vec![Configuration::parse("a", "").unwrap()];
+        assert!(matches!(
+            Experiment::new(Kind::Compare, "t".into(), c, w, Some("zz")),
+            Err(SpecError::UnknownReference(..))
+        ));
+    }
+
+    #[test]
+    fn budgets_parse() {
+        assert_eq!(parse_fraction("1%").unwrap(), 0.01);
+        assert_eq!(parse_fraction("0.02").unwrap(), 0.02);
+        assert!(parse_fraction("0").is_err());
+        assert!(parse_fraction("150%").is_err());
+        assert!(parse_fraction("x").is_err());
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn words_split_with_quotes() {
+        assert_eq!(
+            split_words(r#"cmd --shell "sleep 1" 'a b' c"#).unwrap(),
+            vec!["cmd", "--shell", "sleep 1", "a b", "c"]
+        );
+        assert_eq!(split_words(r#"x """#).unwrap(), vec!["x", ""]);
+        assert!(split_words("a 'b").is_err());
+    }
+
+    #[test]
+    fn run_spec_battery_and_sweep() {
+        let text = r#"
+name = "battery"
+reference = "after"
+target_ci = "2%"
+max_time = "3m"
+[[configuration]]
+label = "before"
+[[configuration]]
+label = "after"
+knobs = "haltpoll.guest_halt_poll_ns=200us"
+[[workload]]
+run = "pipe --loops 1000"
+[[workload]]
+label = "msg"
+run = ["messaging", "--groups", "2"]
+"#;
+        let s = parse_run_spec(Path::new("b.toml"), text).unwrap();
+        assert_eq!(s.experiment.reference, 1);
+        assert_eq!(
+            s.experiment.workloads[0].argv,
+            vec!["pipe", "--loops", "1000"]
+        );
+        assert_eq!(s.experiment.workloads[1].label, "msg");
+        assert_eq!(s.target_ci, Some(0.02));
+        assert_eq!(s.max_time, Some(Duration::from_secs(180)));
+
+        let text = "[[sweep]]\nknob = \"haltpoll.guest_halt_poll_ns\"\nvalues = [0, \"10us\"]\n[[sweep]]\nknob = \"a.b\"\nvalues = \"1,2\"\n[[workload]]\nrun = \"pipe\"\n";
+        let s = parse_run_spec(Path::new("s.toml"), text).unwrap();
+        assert_eq!(s.experiment.configurations.len(), 4);
+        assert_eq!(
+            s.experiment.configurations[1].knobs,
+            vec!["haltpoll.guest_halt_poll_ns=0", "a.b=2"]
+        );
+        assert_eq!(
+            s.experiment.swept,
+            vec!["haltpoll.guest_halt_poll_ns", "a.b"]
+        );
+        assert_eq!(s.experiment.name, "s");
+
+        let text = "[[sweep]]\nknob = \"x\"\nvalues = []\n[[workload]]\nrun = \"pipe\"\n";
+        assert!(matches!(
+            parse_run_spec(Path::new("e.toml"), text),
+            Err(SpecError::EmptySweep(_))
+        ));
+        assert!(parse_run_spec(Path::new("e.toml"), "bogus = 1\n").is_err());
+        assert!(parse_run_spec(Path::new("e.toml"), "[[configuration]]\nlabel=\"a\"\n").is_err());
+    }
+}

@@ -1,0 +1,1198 @@
+//! The result store: one SQLite file (WAL mode, busy timeout) holding experiments, their
+//! configurations and knobs, workloads, runs, metrics and a system snapshot. Raw data only;
+//! statistics are derived at read time (see `report`).
+//!
+//! The file is recognised by its SQLite header's application id (`PMLB`), checked before
+//! anything is written; the schema version is kept in `PRAGMA user_version` and in the `meta`
+//! table, and older stores are migrated on open.
+
+use crate::spec::{self, Budget, Configuration, WorkloadDef};
+use crate::system::SystemSnapshot;
+use pmlab_kernel::{Direction, Metric};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// SQLite application id of a pmlab store: "PMLB".
+pub const APPLICATION_ID: i32 = 0x504D_4C42;
+/// How long a writer waits for another writer before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Schema migrations; migration `i` brings the store from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 0 → 1: the first schema.
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+     CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        command TEXT NOT NULL,
+        created_ns INTEGER NOT NULL,
+        finished_ns INTEGER,
+        status TEXT NOT NULL,
+        stop_reason TEXT,
+        seed INTEGER NOT NULL,
+        target_ci REAL NOT NULL,
+        max_runs INTEGER,
+        max_time_s REAL,
+        reference INTEGER NOT NULL,
+        spec_json TEXT NOT NULL,
+        owner_pid INTEGER,
+        owner_start INTEGER);
+     CREATE TABLE configurations (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        position INTEGER NOT NULL,
+        label TEXT NOT NULL);
+     CREATE TABLE knobs (
+        configuration_id INTEGER NOT NULL REFERENCES configurations(id),
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL);
+     CREATE TABLE workloads (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        position INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        argv_json TEXT NOT NULL);
+     CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        configuration_id INTEGER NOT NULL REFERENCES configurations(id),
+        workload_id INTEGER NOT NULL REFERENCES workloads(id),
+        round INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        warmup INTEGER NOT NULL,
+        started_ns INTEGER NOT NULL,
+        duration_ns INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT);
+     CREATE TABLE metrics (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        value REAL NOT NULL,
+        unit TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        side INTEGER NOT NULL);
+     CREATE TABLE system (
+        experiment_id INTEGER PRIMARY KEY REFERENCES experiments(id),
+        kernel_release TEXT NOT NULL,
+        cmdline TEXT NOT NULL,
+        cpu_model TEXT NOT NULL,
+        cpus INTEGER NOT NULL,
+        virtualization TEXT NOT NULL,
+        knobs_json TEXT NOT NULL);
+     CREATE INDEX runs_by_experiment ON runs(experiment_id);
+     CREATE INDEX metrics_by_run ON metrics(run_id);",
+    // 1 → 2: traces per run; host and boot id to tell boots apart.
+    "ALTER TABLE runs ADD COLUMN trace_path TEXT;
+     ALTER TABLE system ADD COLUMN hostname TEXT NOT NULL DEFAULT '';
+     ALTER TABLE system ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Store errors; each names the store file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: not a pmlab result store ({why}); refusing to touch it")]
+    NotAStore { path: PathBuf, why: String },
+    #[error("{path}: store schema version {found} is newer than this pmlab understands ({known}); upgrade pmlab")]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("{path}: no experiment {id}")]
+    NoSuchExperiment { path: PathBuf, id: i64 },
+}
+
+/// Status of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+    /// Cut short by an interruption; its metrics (if any) are not used.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+    fn parse(s: &str) -> RunStatus {
+        match s {
+            "ok" => RunStatus::Ok,
+            "interrupted" => RunStatus::Interrupted,
+            _ => RunStatus::Failed,
+        }
+    }
+}
+
+/// Status of an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExperimentStatus {
+    Running,
+    Complete,
+    /// Interrupted (signal, error, or its process died); the runs so far are kept.
+    Incomplete,
+}
+
+impl ExperimentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExperimentStatus::Running => "running",
+            ExperimentStatus::Complete => "complete",
+            ExperimentStatus::Incomplete => "incomplete",
+        }
+    }
+    fn parse(s: &str) -> ExperimentStatus {
+        match s {
+            "running" => ExperimentStatus::Running,
+            "complete" => ExperimentStatus::Complete,
+            _ => ExperimentStatus::Incomplete,
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) for a time in ns since the epoch.
+pub fn format_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Start time (in clock ticks since boot) of a process, to tell a live owner from a reused pid.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    // Field 22 overall; after "pid (comm) " the state is field 3, so start time is index 19.
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// An open result store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// Ids given to a new experiment's rows.
+#[derive(Debug, Clone)]
+pub struct ExperimentIds {
+    pub experiment: i64,
+    /// Configuration ids, in the experiment's configuration order.
+    pub configurations: Vec<i64>,
+    /// Workload ids, in the experiment's workload order.
+    pub workloads: Vec<i64>,
+}
+
+/// One run to insert.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub experiment: i64,
+    pub configuration: i64,
+    pub workload: i64,
+    pub round: usize,
+    pub position: usize,
+    pub warmup: bool,
+    pub started_ns: i64,
+    pub duration_ns: i64,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    /// The workload's metrics, primary first.
+    pub metrics: Vec<Metric>,
+    /// Side metrics (counters, traces).
+    pub side_metrics: Vec<Metric>,
+    pub trace_path: Option<PathBuf>,
+}
+
+/// An experiment's row, as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentInfo {
+    pub id: i64,
+    pub kind: String,
+    pub name: String,
+    pub command: String,
+    pub created_ns: i64,
+    pub finished_ns: Option<i64>,
+    /// Effective status: a `running` experiment whose process is gone reads as incomplete.
+    pub status: ExperimentStatus,
+    pub stop_reason: Option<String>,
+    pub seed: u64,
+    pub target_ci: f64,
+    pub max_runs: Option<i64>,
+    pub max_time_s: Option<f64>,
+    pub reference: usize,
+    pub configurations: usize,
+    pub workloads: usize,
+    pub runs: usize,
+    pub failed_runs: usize,
+}
+
+/// A stored configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredConfiguration {
+    pub id: i64,
+    pub label: String,
+    pub knobs: Vec<String>,
+}
+
+/// A stored workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredWorkload {
+    pub id: i64,
+    pub label: String,
+    pub argv: Vec<String>,
+}
+
+/// A stored metric of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredMetric {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+    pub direction: Direction,
+    pub side: bool,
+}
+
+/// A stored run; `configuration` and `workload` are indices into the experiment's lists.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRun {
+    pub id: i64,
+    pub configuration: usize,
+    pub workload: usize,
+    pub round: usize,
+    pub position: usize,
+    pub warmup: bool,
+    pub started_ns: i64,
+    pub duration_ns: i64,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub trace_path: Option<String>,
+    pub metrics: Vec<StoredMetric>,
+}
+
+/// Everything stored about one experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredExperiment {
+    pub info: ExperimentInfo,
+    pub configurations: Vec<StoredConfiguration>,
+    pub workloads: Vec<StoredWorkload>,
+    /// In the order they ran.
+    pub runs: Vec<StoredRun>,
+    pub system: Option<SystemSnapshot>,
+    /// Swept knob names (sweeps only).
+    pub swept: Vec<String>,
+}
+
+/// Name, unit and direction of a metric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricKey {
+    pub name: String,
+    pub unit: String,
+    pub direction: Direction,
+    pub side: bool,
+}
+
+impl StoredExperiment {
+    /// Measured (not warm-up) successful runs of one workload and configuration.
+    pub fn measured_runs(
+        &self,
+        workload: usize,
+        configuration: usize,
+    ) -> impl Iterator<Item = &StoredRun> {
+        self.runs.iter().filter(move |r| {
+            r.workload == workload
+                && r.configuration == configuration
+                && !r.warmup
+                && r.status == RunStatus::Ok
+        })
+    }
+
+    /// The values of `metric` over the measured runs of one workload and configuration, in run order.
+    pub fn samples(&self, workload: usize, configuration: usize, metric: &str) -> Vec<f64> {
+        self.measured_runs(workload, configuration)
+            .filter_map(|r| r.metrics.iter().find(|m| m.name == metric).map(|m| m.value))
+            .collect()
+    }
+
+    /// The primary metric of a workload: the first workload metric of its first successful run.
+    pub fn primary_metric(&self, workload: usize) -> Option<MetricKey> {
+        self.runs
+            .iter()
+            .filter(|r| r.workload == workload && r.status == RunStatus::Ok)
+            .find_map(|r| {
+                r.metrics.iter().find(|m| !m.side).map(|m| MetricKey {
+                    name: m.name.clone(),
+                    unit: m.unit.clone(),
+                    direction: m.direction,
+                    side: false,
+                })
+            })
+    }
+
+    /// Every metric seen for a workload (primary first, then workload metrics, then side metrics),
+    /// in first-seen order.
+    pub fn metric_keys(&self, workload: usize) -> Vec<MetricKey> {
+        let mut keys: Vec<MetricKey> = Vec::new();
+        for r in self
+            .runs
+            .iter()
+            .filter(|r| r.workload == workload && r.status == RunStatus::Ok)
+        {
+            for m in &r.metrics {
+                if !keys.iter().any(|k| k.name == m.name) {
+                    keys.push(MetricKey {
+                        name: m.name.clone(),
+                        unit: m.unit.clone(),
+                        direction: m.direction,
+                        side: m.side,
+                    });
+                }
+            }
+        }
+        keys.sort_by_key(|k| k.side);
+        keys
+    }
+}
+
+fn parse_direction(s: &str) -> Direction {
+    match s {
+        "lower" => Direction::Lower,
+        "higher" => Direction::Higher,
+        _ => Direction::Neutral,
+    }
+}
+
+impl Store {
+    /// Open (or create) a store. A file that is not a pmlab store is refused before anything
+    /// is written to it; an older schema is migrated.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let io = |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let not_store = |why: &str| StoreError::NotAStore {
+            path: path.to_path_buf(),
+            why: why.to_string(),
+        };
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Err(not_store("a directory")),
+            Ok(m) if m.len() > 0 => {
+                let mut header = [0u8; 100];
+                let mut f = std::fs::File::open(path).map_err(io)?;
+                let mut got = 0;
+                while got < header.len() {
+                    let n = f.read(&mut header[got..]).map_err(io)?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                if got < 100 || &header[..16] != b"SQLite format 3\0" {
+                    return Err(not_store("not an SQLite database"));
+                }
+                let app = i32::from_be_bytes([header[68], header[69], header[70], header[71]]);
+                if app != APPLICATION_ID {
+                    return Err(not_store(&format!(
+                        "an SQLite database with application id {app:#x}, not pmlab's"
+                    )));
+                }
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let sql = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.initialise()?;
+        Ok(store)
+    }
+
+    /// Create a store at an old schema version (for migration tests).
+    #[doc(hidden)]
+    pub fn create_at_version(path: &Path, version: i64) -> Result<Store, StoreError> {
+        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate_to(version)?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn initialise(&mut self) -> Result<(), StoreError> {
+        self.migrate_to(SCHEMA_VERSION)
+    }
+
+    /// Stamp the application id, switch to WAL and apply the missing migrations up to `target`.
+    fn migrate_to(&mut self, target: i64) -> Result<(), StoreError> {
+        let app: i32 = self
+            .conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        if app != APPLICATION_ID {
+            // Only reached for a new (empty) file: stamp it before switching to WAL, so the id
+            // is in the main file's header from the start.
+            self.conn
+                .execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))
+                .map_err(|e| self.sql(e))?;
+        }
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(format!("cannot switch to WAL mode (got {mode})")),
+            });
+        }
+        self.conn
+            .execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(|e| self.sql(e))?;
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sql)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.clone(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for (i, migration) in MIGRATIONS
+            .iter()
+            .enumerate()
+            .take(target as usize)
+            .skip(version as usize)
+        {
+            tx.execute_batch(migration).map_err(sql)?;
+            let new_version = i as i64 + 1;
+            tx.execute_batch(&format!("PRAGMA user_version = {new_version}"))
+                .map_err(sql)?;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![new_version.to_string()],
+            )
+            .map_err(sql)?;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('application', 'pmlab')
+                 ON CONFLICT(key) DO NOTHING",
+                [],
+            )
+            .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)
+    }
+
+    /// The schema version of the open store.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Record a new experiment (status `running`, owned by this process) and its system snapshot.
+    pub fn create_experiment(
+        &mut self,
+        experiment: &spec::Experiment,
+        budget: &Budget,
+        command: &str,
+        system: &SystemSnapshot,
+    ) -> Result<ExperimentIds, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let spec_json = serde_json::to_string(experiment).expect("experiment serialises");
+        let pid = std::process::id();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT INTO experiments(kind, name, command, created_ns, status, seed, target_ci, max_runs, max_time_s,
+                                     reference, spec_json, owner_pid, owner_start)
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                experiment.kind.as_str(),
+                experiment.name,
+                command,
+                now_ns(),
+                budget.seed as i64,
+                budget.target_ci,
+                budget.max_runs.map(|n| n as i64),
+                budget.max_time.map(|d| d.as_secs_f64()),
+                experiment.reference as i64,
+                spec_json,
+                pid as i64,
+                process_start(pid).map(|s| s as i64),
+            ],
+        )
+        .map_err(sql)?;
+        let id = tx.last_insert_rowid();
+        let mut configurations = Vec::new();
+        for (i, c) in experiment.configurations.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO configurations(experiment_id, position, label) VALUES (?1, ?2, ?3)",
+                params![id, i as i64, c.label],
+            )
+            .map_err(sql)?;
+            let cid = tx.last_insert_rowid();
+            for (j, k) in c.knobs.iter().enumerate() {
+                let (name, value) = spec::split_assignment(k).unwrap_or((k.as_str(), ""));
+                tx.execute(
+                    "INSERT INTO knobs(configuration_id, position, name, value) VALUES (?1, ?2, ?3, ?4)",
+                    params![cid, j as i64, name, value],
+                )
+                .map_err(sql)?;
+            }
+            configurations.push(cid);
+        }
+        let mut workloads = Vec::new();
+        for (i, w) in experiment.workloads.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO workloads(experiment_id, position, label, argv_json) VALUES (?1, ?2, ?3, ?4)",
+                params![id, i as i64, w.label, serde_json::to_string(&w.argv).expect("argv serialises")],
+            )
+            .map_err(sql)?;
+            workloads.push(tx.last_insert_rowid());
+        }
+        tx.execute(
+            "INSERT INTO system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json,
+                                hostname, boot_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                id,
+                system.kernel_release,
+                system.cmdline,
+                system.cpu_model,
+                system.cpus,
+                system.virtualization,
+                serde_json::to_string(&system.knobs).expect("knobs serialise"),
+                system.hostname,
+                system.boot_id,
+            ],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(ExperimentIds {
+            experiment: id,
+            configurations,
+            workloads,
+        })
+    }
+
+    /// Insert one run and its metrics (one transaction).
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT INTO runs(experiment_id, configuration_id, workload_id, round, position, warmup, started_ns,
+                              duration_ns, status, error, trace_path)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                run.experiment,
+                run.configuration,
+                run.workload,
+                run.round as i64,
+                run.position as i64,
+                run.warmup,
+                run.started_ns,
+                run.duration_ns,
+                run.status.as_str(),
+                run.error,
+                run.trace_path.as_ref().map(|p| p.display().to_string()),
+            ],
+        )
+        .map_err(sql)?;
+        let run_id = tx.last_insert_rowid();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO metrics(run_id, position, name, value, unit, direction, side) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(sql)?;
+            let all = run
+                .metrics
+                .iter()
+                .map(|m| (m, false))
+                .chain(run.side_metrics.iter().map(|m| (m, true)));
+            for (i, (m, side)) in all.enumerate() {
+                stmt.execute(params![
+                    run_id,
+                    i as i64,
+                    m.name,
+                    m.value,
+                    m.unit,
+                    m.direction.as_str(),
+                    side
+                ])
+                .map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)?;
+        Ok(run_id)
+    }
+
+    /// Mark an experiment finished (`complete` or `incomplete`) with the reason it stopped.
+    pub fn finish_experiment(
+        &mut self,
+        id: i64,
+        status: ExperimentStatus,
+        stop_reason: &str,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE experiments SET status = ?2, stop_reason = ?3, finished_ns = ?4 WHERE id = ?1",
+                params![id, status.as_str(), stop_reason, now_ns()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    fn info_from_row(row: &rusqlite::Row) -> rusqlite::Result<ExperimentInfo> {
+        let stored_status: String = row.get("status")?;
+        let mut status = ExperimentStatus::parse(&stored_status);
+        let mut stop_reason: Option<String> = row.get("stop_reason")?;
+        if status == ExperimentStatus::Running {
+            let pid: Option<i64> = row.get("owner_pid")?;
+            let start: Option<i64> = row.get("owner_start")?;
+            let alive = pid.is_some_and(|p| process_start(p as u32).map(|s| s as i64) == start);
+            if !alive {
+                status = ExperimentStatus::Incomplete;
+                stop_reason
+                    .get_or_insert_with(|| "its pmlab process ended without finishing it".into());
+            }
+        }
+        Ok(ExperimentInfo {
+            id: row.get("id")?,
+            kind: row.get("kind")?,
+            name: row.get("name")?,
+            command: row.get("command")?,
+            created_ns: row.get("created_ns")?,
+            finished_ns: row.get("finished_ns")?,
+            status,
+            stop_reason,
+            seed: row.get::<_, i64>("seed")? as u64,
+            target_ci: row.get("target_ci")?,
+            max_runs: row.get("max_runs")?,
+            max_time_s: row.get("max_time_s")?,
+            reference: row.get::<_, i64>("reference")? as usize,
+            configurations: row.get::<_, i64>("n_configurations")? as usize,
+            workloads: row.get::<_, i64>("n_workloads")? as usize,
+            runs: row.get::<_, i64>("n_runs")? as usize,
+            failed_runs: row.get::<_, i64>("n_failed")? as usize,
+        })
+    }
+
+    const INFO_QUERY: &'static str = "SELECT e.*,
+            (SELECT COUNT(*) FROM configurations c WHERE c.experiment_id = e.id) AS n_configurations,
+            (SELECT COUNT(*) FROM workloads w WHERE w.experiment_id = e.id) AS n_workloads,
+            (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id AND r.warmup = 0) AS n_runs,
+            (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id AND r.warmup = 0 AND r.status != 'ok') AS n_failed
+         FROM experiments e";
+
+    /// Every experiment, oldest first.
+    pub fn list(&self) -> Result<Vec<ExperimentInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("{} ORDER BY e.id", Self::INFO_QUERY))
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], Self::info_from_row)
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+
+    /// The id of the newest experiment, if any.
+    pub fn latest_id(&self) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row("SELECT MAX(id) FROM experiments", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Everything about one experiment.
+    pub fn load(&self, id: i64) -> Result<StoredExperiment, StoreError> {
+        let sql = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let info = self
+            .conn
+            .query_row(
+                &format!("{} WHERE e.id = ?1", Self::INFO_QUERY),
+                params![id],
+                Self::info_from_row,
+            )
+            .optional()
+            .map_err(sql)?
+            .ok_or_else(|| StoreError::NoSuchExperiment {
+                path: self.path.clone(),
+                id,
+            })?;
+        let spec_json: String = self
+            .conn
+            .query_row(
+                "SELECT spec_json FROM experiments WHERE id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
+            .map_err(sql)?;
+        let swept = serde_json::from_str::<spec::Experiment>(&spec_json)
+            .map(|e| e.swept)
+            .unwrap_or_default();
+
+        let mut configurations = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, label FROM configurations WHERE experiment_id = ?1 ORDER BY position",
+            )
+            .map_err(sql)?;
+        let rows: Vec<(i64, String)> = stmt
+            .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+        let mut knob_stmt = self
+            .conn
+            .prepare("SELECT name, value FROM knobs WHERE configuration_id = ?1 ORDER BY position")
+            .map_err(sql)?;
+        for (cid, label) in rows {
+            let knobs: Vec<String> = knob_stmt
+                .query_map(params![cid], |r| {
+                    Ok(format!(
+                        "{}={}",
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?
+                    ))
+                })
+                .map_err(sql)?
+                .collect::<Result<_, _>>()
+                .map_err(sql)?;
+            configurations.push(StoredConfiguration {
+                id: cid,
+                label,
+                knobs,
+            });
+        }
+
+        let mut stmt = self.conn.prepare("SELECT id, label, argv_json FROM workloads WHERE experiment_id = ?1 ORDER BY position").map_err(sql)?;
+        let workloads: Vec<StoredWorkload> = stmt
+            .query_map(params![id], |r| {
+                let argv_json: String = r.get(2)?;
+                Ok(StoredWorkload {
+                    id: r.get(0)?,
+                    label: r.get(1)?,
+                    argv: serde_json::from_str(&argv_json).unwrap_or_default(),
+                })
+            })
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+
+        let mut runs: Vec<StoredRun> = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, configuration_id, workload_id, round, position, warmup, started_ns, duration_ns, status, error, trace_path
+                 FROM runs WHERE experiment_id = ?1 ORDER BY id",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query(params![id]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let cid: i64 = r.get(1).map_err(sql)?;
+            let wid: i64 = r.get(2).map_err(sql)?;
+            let status: String = r.get(8).map_err(sql)?;
+            runs.push(StoredRun {
+                id: r.get(0).map_err(sql)?,
+                configuration: configurations.iter().position(|c| c.id == cid).unwrap_or(0),
+                workload: workloads.iter().position(|w| w.id == wid).unwrap_or(0),
+                round: r.get::<_, i64>(3).map_err(sql)? as usize,
+                position: r.get::<_, i64>(4).map_err(sql)? as usize,
+                warmup: r.get(5).map_err(sql)?,
+                started_ns: r.get(6).map_err(sql)?,
+                duration_ns: r.get(7).map_err(sql)?,
+                status: RunStatus::parse(&status),
+                error: r.get(9).map_err(sql)?,
+                trace_path: r.get(10).map_err(sql)?,
+                metrics: Vec::new(),
+            });
+        }
+        drop(rows);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT m.run_id, m.name, m.value, m.unit, m.direction, m.side FROM metrics m
+                 JOIN runs r ON r.id = m.run_id WHERE r.experiment_id = ?1 ORDER BY m.run_id, m.position",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query(params![id]).map_err(sql)?;
+        let mut index = 0;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let run_id: i64 = r.get(0).map_err(sql)?;
+            while index < runs.len() && runs[index].id != run_id {
+                index += 1;
+            }
+            if index == runs.len() {
+                break;
+            }
+            let direction: String = r.get(4).map_err(sql)?;
+            runs[index].metrics.push(StoredMetric {
+                name: r.get(1).map_err(sql)?,
+                value: r.get(2).map_err(sql)?,
+                unit: r.get(3).map_err(sql)?,
+                direction: parse_direction(&direction),
+                side: r.get(5).map_err(sql)?,
+            });
+        }
+        drop(rows);
+        let system = self
+            .conn
+            .query_row(
+                "SELECT kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json, hostname, boot_id
+                 FROM system WHERE experiment_id = ?1",
+                params![id],
+                |r| {
+                    let knobs_json: String = r.get(5)?;
+                    Ok(SystemSnapshot {
+                        kernel_release: r.get(0)?,
+                        cmdline: r.get(1)?,
+                        cpu_model: r.get(2)?,
+                        cpus: r.get(3)?,
+                        virtualization: r.get(4)?,
+                        knobs: serde_json::from_str(&knobs_json).unwrap_or_default(),
+                        hostname: r.get(6)?,
+                        boot_id: r.get(7)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql)?;
+        Ok(StoredExperiment {
+            info,
+            configurations,
+            workloads,
+            runs,
+            system,
+            swept,
+        })
+    }
+}
+
+/// Configurations and workloads of a stored experiment, as spec values.
+impl StoredExperiment {
+    pub fn spec_configurations(&self) -> Vec<Configuration> {
+        self.configurations
+            .iter()
+            .map(|c| Configuration {
+                label: c.label.clone(),
+                knobs: c.knobs.clone(),
+            })
+            .collect()
+    }
+    pub fn spec_workloads(&self) -> Vec<WorkloadDef> {
+        self.workloads
+            .iter()
+            .map(|w| WorkloadDef {
+                label: w.label.clone(),
+                argv: w.argv.clone(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Experiment, Kind};
+
+    fn experiment() -> Experiment {
+        Experiment::new(
+            Kind::Compare,
+            "t".into(),
+            vec![
+                Configuration::parse("a", "").unwrap(),
+                Configuration::parse("b", "x.y=1 z@1=2").unwrap(),
+            ],
+            vec![WorkloadDef::new(vec!["pipe".into(), "--loops".into(), "10".into()]).unwrap()],
+            None,
+        )
+        .unwrap()
+    }
+
+    fn run(ids: &ExperimentIds, c: usize, value: f64, status: RunStatus) -> NewRun {
+        NewRun {
+            experiment: ids.experiment,
+            configuration: ids.configurations[c],
+            workload: ids.workloads[0],
+            round: 1,
+            position: c,
+            warmup: false,
+            started_ns: now_ns(),
+            duration_ns: 1000,
+            status,
+            error: (status != RunStatus::Ok).then(|| "boom".into()),
+            metrics: if status == RunStatus::Ok {
+                vec![Metric::new("t", value, "us/op", Direction::Lower)]
+            } else {
+                vec![]
+            },
+            side_metrics: vec![Metric::new("idle.exits", 5.0, "1/s", Direction::Neutral)],
+            trace_path: None,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let mut sys = SystemSnapshot {
+            kernel_release: "6.18".into(),
+            ..Default::default()
+        };
+        sys.knobs.push(("x.y".into(), "0".into()));
+        let ids = s
+            .create_experiment(&experiment(), &Budget::default(), "pmlab compare", &sys)
+            .unwrap();
+        s.insert_run(&run(&ids, 0, 10.0, RunStatus::Ok)).unwrap();
+        s.insert_run(&run(&ids, 1, 11.0, RunStatus::Ok)).unwrap();
+        s.insert_run(&run(&ids, 1, 0.0, RunStatus::Failed)).unwrap();
+        let e = s.load(ids.experiment).unwrap();
+        assert_eq!(
+            e.info.status,
+            ExperimentStatus::Running,
+            "this process is alive"
+        );
+        assert_eq!(e.configurations[1].knobs, vec!["x.y=1", "z@1=2"]);
+        assert_eq!(e.workloads[0].argv, vec!["pipe", "--loops", "10"]);
+        assert_eq!(e.runs.len(), 3);
+        assert_eq!(e.samples(0, 1, "t"), vec![11.0]);
+        assert_eq!(e.primary_metric(0).unwrap().name, "t");
+        assert_eq!(e.metric_keys(0).len(), 2);
+        assert_eq!(e.runs[2].error.as_deref(), Some("boom"));
+        assert_eq!(e.system.as_ref().unwrap().knobs, sys.knobs);
+        assert_eq!(e.info.failed_runs, 1);
+        s.finish_experiment(
+            ids.experiment,
+            ExperimentStatus::Complete,
+            "target CI reached",
+        )
+        .unwrap();
+        let list = s.list().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].status, ExperimentStatus::Complete);
+    }
+
+    #[test]
+    fn foreign_files_are_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        // A text file.
+        let text = dir.path().join("notes.txt");
+        std::fs::write(&text, "hello, not a database\n".repeat(10)).unwrap();
+        let before = std::fs::read(&text).unwrap();
+        assert!(matches!(
+            Store::open(&text),
+            Err(StoreError::NotAStore { .. })
+        ));
+        assert_eq!(std::fs::read(&text).unwrap(), before);
+        // Another application's SQLite database.
+        let other = dir.path().join("other.db");
+        {
+            let c = Connection::open(&other).unwrap();
+            c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+                .unwrap();
+        }
+        let before = std::fs::read(&other).unwrap();
+        let err = Store::open(&other).err().unwrap();
+        assert!(
+            err.to_string().contains("not a pmlab result store"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&other).unwrap(), before);
+        assert!(!dir.path().join("other.db-wal").exists());
+        // A directory.
+        assert!(Store::open(dir.path()).is_err());
+    }
+
+    #[test]
+    fn migrates_from_version_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let old = Store::create_at_version(&path, 1).unwrap();
+            assert_eq!(old.schema_version().unwrap(), 1);
+            // Write a v1 experiment by hand: v1 had no runs.trace_path / system.hostname.
+            old.conn
+                .execute_batch(
+                    "INSERT INTO experiments(id, kind, name, command, created_ns, status, seed, target_ci, reference, spec_json)
+                       VALUES (1, 'compare', 'old', 'pmlab compare', 0, 'complete', 7, 0.01, 0, '{}');
+                     INSERT INTO configurations VALUES (1, 1, 0, 'a');
+                     INSERT INTO workloads VALUES (1, 1, 0, 'pipe', '[\"pipe\"]');
+                     INSERT INTO runs VALUES (1, 1, 1, 1, 1, 0, 0, 0, 5, 'ok', NULL);
+                     INSERT INTO metrics VALUES (1, 0, 't', 3.5, 'us/op', 'lower', 0);
+                     INSERT INTO system VALUES (1, '6.1', '', 'cpu', 2, 'none', '[]');",
+                )
+                .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let meta: String = s
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(meta, SCHEMA_VERSION.to_string());
+        let e = s.load(1).unwrap();
+        assert_eq!(e.samples(0, 0, "t"), vec![3.5]);
+        assert_eq!(e.runs[0].trace_path, None);
+        assert_eq!(e.system.unwrap().hostname, "");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        {
+            let s = Store::open(&path).unwrap();
+            s.conn.execute_batch("PRAGMA user_version = 99").unwrap();
+        }
+        assert!(matches!(
+            Store::open(&path),
+            Err(StoreError::TooNew { found: 99, .. })
+        ));
+    }
+
+    #[test]
+    fn concurrent_writers_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut s = Store::open(&path).unwrap();
+                    let ids = s
+                        .create_experiment(
+                            &experiment(),
+                            &Budget::default(),
+                            "x",
+                            &SystemSnapshot::default(),
+                        )
+                        .unwrap();
+                    for i in 0..200 {
+                        s.insert_run(&run(&ids, i % 2, i as f64, RunStatus::Ok))
+                            .unwrap();
+                    }
+                    s.finish_experiment(ids.experiment, ExperimentStatus::Complete, "done")
+                        .unwrap();
+                    ids.experiment
+                })
+            })
+            .collect();
+        let ids: Vec<i64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let s = Store::open(&path).unwrap();
+        for id in ids {
+            assert_eq!(s.load(id).unwrap().runs.len(), 200);
+        }
+    }
+
+    #[test]
+    fn time_formatting() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00");
+        assert_eq!(
+            format_time(1_700_000_000 * 1_000_000_000),
+            "2023-11-14 22:13:20"
+        );
+    }
+}
