@@ -1,7 +1,8 @@
 //! Kernel counters sampled around a run, and the side metrics derived from two samples:
 //! cpuidle per-state usage/time per CPU, /proc/interrupts (arch kinds and device IRQs by
 //! name, per CPU), /proc/softirqs, /proc/stat (context switches, busy/idle per CPU) and
-//! RAPL `energy_uj` with `max_energy_range_uj` wrap-around. Metric names: see README.md.
+//! RAPL `energy_uj` with `max_energy_range_uj` wrap-around. Metric names (`idle.POLL.time_ms@cpu1`,
+//! `irq.CAL.per_s`, `idle.exits_per_s`, ...) are documented in crates/pmlab-workload/README.md.
 
 use crate::units::{Direction, Metric, Nanos};
 use serde::{Deserialize, Serialize};
