@@ -4,13 +4,11 @@
 use anyhow::{bail, Context};
 use clap::Parser;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
-use pmlab_kernel::counters::{delta_metrics, Snapshot};
 use pmlab_kernel::{Direction, Metric};
 use pmlab_workload::spec::CmdMetric;
 use pmlab_workload::units::parse_duration;
-use pmlab_workload::{Probe, WorkloadError, WorkloadResult, WorkloadSpec};
+use pmlab_workload::{CounterProbe, WorkloadError, WorkloadResult, WorkloadSpec};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -286,53 +284,6 @@ pub fn workload_from_words(words: &[String]) -> anyhow::Result<WorkloadSpec> {
     let spec = parsed.workload.to_spec();
     spec.validate()?;
     Ok(spec)
-}
-
-/// An error with its causes, `a: b: c`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s += &format!(": {c}");
-        cause = c.source();
-    }
-    s
-}
-
-/// Counter snapshots right before and after the measured part.
-pub struct CounterProbe {
-    root: PathBuf,
-    pub before: Option<Snapshot>,
-    pub after: Option<Snapshot>,
-}
-
-impl CounterProbe {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        CounterProbe {
-            root: root.into(),
-            before: None,
-            after: None,
-        }
-    }
-
-    /// Side metrics of the last run (empty before a complete run).
-    pub fn side_metrics(&self) -> Vec<Metric> {
-        match (&self.before, &self.after) {
-            (Some(b), Some(a)) => delta_metrics(b, a),
-            _ => Vec::new(),
-        }
-    }
-}
-
-impl Probe for CounterProbe {
-    fn before(&mut self) -> Result<(), String> {
-        self.before = Some(Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?);
-        Ok(())
-    }
-    fn after(&mut self) -> Result<(), String> {
-        self.after = Some(Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?);
-        Ok(())
-    }
 }
 
 /// SIGINT/SIGTERM/SIGHUP stop the workload (its workers are killed) and let `run` unwind.
