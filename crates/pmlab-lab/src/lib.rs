@@ -1,6 +1,8 @@
 //! pmlab-lab: experiments — plans, the interleaved adaptive protocol, statistics,
 //! the SQLite result store and report rendering.
 
+pub mod executor;
+pub mod protocol;
 pub mod spec;
 pub mod stats;
 pub mod store;
