@@ -3,6 +3,8 @@
 
 pub mod executor;
 pub mod protocol;
+pub mod render;
+pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod store;
