@@ -2,6 +2,7 @@
 //! the SQLite result store and report rendering.
 
 pub mod executor;
+pub mod export;
 pub mod protocol;
 pub mod render;
 pub mod report;

@@ -5,7 +5,8 @@
 //! Stopping rules, checked after each complete round once `min_rounds` (≥ 3) rounds are done:
 //! - **precision**: every unit's 95% CI half-width of its primary metric is below `target_ci`
 //!   of its mean (units that never succeeded after 3 tries are left out);
-//! - **decided** (when `stop_when_decided`, with ≥ 2 configurations): every configuration's
+//! - **decided** (when `stop_when_decided`, with ≥ 2 configurations, not for sweeps, whose knee
+//!   needs precision around the best value): every configuration's
 //!   change against the reference has a **99.9%** Fieller CI that excludes 0. The stricter level
 //!   pays for looking after every round (Bonferroni over up to 50 looks keeps the overall false
 //!   positive rate of this early stop under 5%); the verdict is still reported at 95%;
@@ -17,7 +18,7 @@
 //! (configure → prepare hook → run) → cleanup hook → restore. Restore runs on every exit path.
 
 use crate::executor::{ExecError, Executor, HookKind, RunContext};
-use crate::spec::{Budget, Experiment, Order, DEFAULT_MAX_ROUNDS, MIN_ROUNDS};
+use crate::spec::{Budget, Experiment, Kind, Order, DEFAULT_MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::{self, Summary};
 use crate::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoreError};
 use rand::seq::SliceRandom;
@@ -451,7 +452,12 @@ fn should_stop(
     if precise {
         return Some(StopReason::TargetReached);
     }
-    if budget.stop_when_decided && experiment.configurations.len() >= 2 {
+    // Sweeps need precision around the best value to place the knee: no early "decided" stop.
+    if budget.stop_when_decided
+        && experiment.configurations.len() >= 2
+        && experiment.kind != Kind::Sweep
+        && experiment.swept.is_empty()
+    {
         let decided = state.units.iter().enumerate().all(|(u, unit)| {
             if unit.configuration == experiment.reference {
                 return true;

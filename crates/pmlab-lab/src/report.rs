@@ -510,13 +510,21 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// `mean ± half-width` (or just the mean for n = 1).
+/// `mean ± half-width`, both rounded to the half-width's second significant digit
+/// (just the mean for n = 1).
 pub fn fmt_mean_ci(s: &Summary) -> String {
-    if s.ci_half_width.is_finite() {
-        format!("{} ± {}", fmt_num(s.mean), fmt_num(s.ci_half_width))
-    } else {
-        fmt_num(s.mean)
+    let hw = s.ci_half_width;
+    if !hw.is_finite() || !s.mean.is_finite() {
+        return fmt_num(s.mean);
     }
+    if hw == 0.0 {
+        return format!("{} ± 0", fmt_num(s.mean));
+    }
+    let decimals = (1 - hw.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    if s.mean.abs() >= 1e7 || (s.mean != 0.0 && s.mean.abs() < 1e-4) {
+        return format!("{:.3e} ± {:.2e}", s.mean, hw);
+    }
+    format!("{:.*} ± {:.*}", decimals, s.mean, decimals, hw)
 }
 
 /// A fraction as a percentage with one decimal.
@@ -675,6 +683,11 @@ mod tests {
         assert_eq!(fmt_num(123456.7), "123457");
         assert_eq!(fmt_num(0.5), "0.5000");
         assert_eq!(short_metric("irq.CAL.per_s"), "CAL/s");
+        let s = |xs: &[f64]| Summary::of(xs).unwrap();
+        assert_eq!(fmt_mean_ci(&s(&[99.0, 100.0, 101.0, 100.4])), "100.1 ± 1.3");
+        assert_eq!(fmt_mean_ci(&s(&[990.0, 1000.0, 1010.0])), "1000 ± 25");
+        assert_eq!(fmt_mean_ci(&s(&[5.0])), "5.0000");
+        assert_eq!(fmt_mean_ci(&s(&[5.0, 5.0])), "5.0000 ± 0");
         assert_eq!(short_metric("idle.POLL.time_ms"), "POLL ms");
         assert_eq!(short_metric("x.y"), "x.y");
     }
