@@ -2,7 +2,7 @@
 # One-time machine set-up: peer tools the tests compare against, and the Rust toolchain parts.
 set -euo pipefail
 need=()
-for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine; do
+for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine chromium:chromium; do
   command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -1,2 +1,204 @@
 //! pmlab-workload: built-in workloads (pipe, messaging, wakeup, spin, idle, cmd),
-//! each returning typed metrics.
+//! each returning typed metrics, primary first.
+//!
+//! Every workload calls `Probe::before()` right before and `Probe::after()` right after
+//! its measured part, so that counter snapshots (side metrics) cover exactly that part.
+//! Child processes are killed on every exit path: a guard kills their process group on
+//! drop (errors and panics), `PR_SET_PDEATHSIG` kills them if pmlab dies, and
+//! [`cancel::request`] (async-signal-safe) kills them from a signal handler.
+
+pub mod cancel;
+mod children;
+mod cmd;
+mod cpus;
+mod gate;
+mod idle;
+mod messaging;
+mod pipe;
+mod spec;
+mod spin;
+pub mod units;
+mod wakeup;
+
+use pmlab_kernel::{Metric, Nanos};
+use serde::{Deserialize, Serialize};
+
+pub use cpus::{allowed_cpus, parse_cpu_list};
+pub use spec::{WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
+
+/// Called around the measured part of a workload (counter snapshots, trace start/stop).
+pub trait Probe {
+    fn before(&mut self) -> Result<(), String>;
+    fn after(&mut self) -> Result<(), String>;
+}
+
+/// A probe that does nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProbe;
+
+impl Probe for NoProbe {
+    fn before(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn after(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A latency histogram with fixed-width buckets starting at zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Width of each bucket.
+    pub bucket: Nanos,
+    /// `counts[i]` = samples in `[i*bucket, (i+1)*bucket)`.
+    pub counts: Vec<u64>,
+    /// Samples at or beyond `counts.len() * bucket`.
+    pub overflow: u64,
+}
+
+/// What a workload measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    /// Primary metric first.
+    pub metrics: Vec<Metric>,
+    /// Wall time of the measured part.
+    pub wall: Nanos,
+    pub histogram: Option<Histogram>,
+}
+
+impl WorkloadResult {
+    /// The primary metric.
+    pub fn primary(&self) -> &Metric {
+        &self.metrics[0]
+    }
+}
+
+/// Why a workload failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("invalid workload: {0}")]
+    Invalid(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("worker failed: {0}")]
+    Worker(String),
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{program}` {status}; last lines of its stderr:\n{stderr_tail}")]
+    CmdFailed {
+        program: String,
+        status: String,
+        stderr_tail: String,
+    },
+    #[error(
+        "--metric-regex '{regex}' did not match the output of `{program}`; its last lines:\n{tail}"
+    )]
+    RegexNoMatch {
+        regex: String,
+        program: String,
+        tail: String,
+    },
+    #[error("probe: {0}")]
+    Probe(String),
+    #[error("interrupted")]
+    Cancelled,
+}
+
+impl WorkloadError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        WorkloadError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+    pub(crate) fn last_os(what: impl Into<String>) -> Self {
+        WorkloadError::io(what, std::io::Error::last_os_error())
+    }
+}
+
+/// Run one workload; `probe` is called right around its measured part.
+pub fn run(spec: &WorkloadSpec, probe: &mut dyn Probe) -> Result<WorkloadResult, WorkloadError> {
+    spec.validate()?;
+    cancel::init().map_err(|e| WorkloadError::io("cancel pipe", e))?;
+    if cancel::is_requested() {
+        return Err(WorkloadError::Cancelled);
+    }
+    match spec {
+        WorkloadSpec::Pipe {
+            loops,
+            threads,
+            cpus,
+        } => pipe::run(*loops, *threads, cpus.as_deref(), probe),
+        WorkloadSpec::Messaging {
+            groups,
+            loops,
+            pipe,
+            threads,
+        } => messaging::run(*groups, *loops, *pipe, *threads, probe),
+        WorkloadSpec::Wakeup {
+            cpus,
+            interval,
+            loops,
+            duration,
+            rt_prio,
+            dma_latency,
+        } => {
+            let opts = wakeup::Options {
+                cpus: cpus.clone(),
+                interval: *interval,
+                loops: *loops,
+                duration: *duration,
+                rt_prio: *rt_prio,
+                dma_latency: *dma_latency,
+            };
+            wakeup::run(&opts, probe)
+        }
+        WorkloadSpec::Spin { cpus, work } => spin::run(cpus.as_deref(), *work, probe),
+        WorkloadSpec::Idle { duration } => idle::run(*duration, probe),
+        WorkloadSpec::Cmd { .. } => cmd::run(spec, probe),
+    }
+}
+
+/// Name of the metric `run` reports first for this spec.
+pub fn primary_metric_name(spec: &WorkloadSpec) -> &'static str {
+    match spec {
+        WorkloadSpec::Pipe { .. } => pipe::PRIMARY,
+        WorkloadSpec::Messaging { .. } => messaging::PRIMARY,
+        WorkloadSpec::Wakeup { .. } => wakeup::PRIMARY,
+        WorkloadSpec::Spin { .. } => spin::PRIMARY,
+        WorkloadSpec::Idle { .. } => idle::PRIMARY,
+        WorkloadSpec::Cmd { metric, .. } => match metric {
+            Some(m) => intern(&m.name),
+            None => cmd::PRIMARY_WALL,
+        },
+    }
+}
+
+/// A `'static` copy of a user-chosen metric name, leaked once per distinct name.
+fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let set = guard.get_or_insert_with(HashSet::new);
+    if let Some(s) = set.get(name) {
+        return s;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}

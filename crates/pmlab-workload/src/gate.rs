@@ -1,0 +1,51 @@
+//! A start gate for worker threads: workers check in and wait; the main thread waits for
+//! every spawned worker to check in, then opens the gate (telling them to run or to abort).
+
+use std::sync::{Condvar, Mutex};
+
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    checked_in: usize,
+    errors: Vec<String>,
+    open: Option<bool>,
+}
+
+impl Gate {
+    /// Worker: report set-up (an error aborts the run), then wait; true means "run".
+    pub(crate) fn check_in_and_wait(&self, setup: Result<(), String>) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.checked_in += 1;
+        if let Err(e) = setup {
+            s.errors.push(e);
+        }
+        self.changed.notify_all();
+        loop {
+            if let Some(go) = s.open {
+                return go;
+            }
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Main: wait until `workers` have checked in; returns their set-up errors.
+    pub(crate) fn wait_checked_in(&self, workers: usize) -> Vec<String> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.checked_in < workers {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        std::mem::take(&mut s.errors)
+    }
+
+    /// Main: release the workers, to run (`true`) or to return at once (`false`).
+    pub(crate) fn open(&self, run: bool) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.open = Some(run);
+        self.changed.notify_all();
+    }
+}

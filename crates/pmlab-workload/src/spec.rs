@@ -1,0 +1,485 @@
+//! `WorkloadSpec`: what to run, serialisable (SQLite, TOML spec files) and validated.
+
+use crate::units::{format_duration, serde_duration, serde_opt_duration};
+use crate::WorkloadError;
+use pmlab_kernel::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// Default loops of `pipe` (perf's own default is 1000000; pmlab's is shorter).
+pub const DEFAULT_PIPE_LOOPS: u64 = 100_000;
+/// Workload names, as `pmlab run` takes them.
+pub const KINDS: &[&str] = &["pipe", "messaging", "wakeup", "spin", "idle", "cmd"];
+
+/// One workload and its options. Serialised with a `kind` tag, e.g.
+/// `{"kind":"pipe","loops":100000,"threads":false}` or in TOML `kind = "idle"`, `duration = "5s"`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WorkloadSpec {
+    /// Two tasks ping-pong an int over two pipes (`perf bench sched pipe`).
+    Pipe {
+        #[serde(default = "default_pipe_loops")]
+        loops: u64,
+        /// Threads instead of processes.
+        #[serde(default)]
+        threads: bool,
+        /// Two CPUs: the first runs the side that writes first, the second the side that answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cpus: Option<Vec<u32>>,
+    },
+    /// Groups of 20 senders and 20 receivers (`perf bench sched messaging`, hackbench).
+    Messaging {
+        #[serde(default = "default_groups")]
+        groups: u32,
+        /// Messages each sender sends to each receiver of its group.
+        #[serde(default = "default_messaging_loops")]
+        loops: u64,
+        /// Pipes instead of socketpairs.
+        #[serde(default)]
+        pipe: bool,
+        #[serde(default)]
+        threads: bool,
+    },
+    /// One thread per CPU sleeping to absolute deadlines (cyclictest-like).
+    Wakeup {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cpus: Option<Vec<u32>>,
+        #[serde(default = "default_interval", with = "serde_duration")]
+        interval: Nanos,
+        /// Wakeups per thread; exclusive with `duration`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        loops: Option<u64>,
+        /// Run time; exclusive with `loops`. Neither: 10 s.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "serde_opt_duration"
+        )]
+        duration: Option<Nanos>,
+        /// SCHED_FIFO priority of the measuring threads.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rt_prio: Option<u32>,
+        /// Hold /dev/cpu_dma_latency at this many µs during the run (off by default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dma_latency: Option<i32>,
+    },
+    /// Fixed integer work on each selected CPU, pinned.
+    Spin {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cpus: Option<Vec<u32>>,
+        /// Loop iterations per CPU.
+        #[serde(default = "default_work")]
+        work: u64,
+    },
+    /// One blocking sleep: nothing of pmlab's runs while it waits.
+    Idle {
+        #[serde(default = "default_idle_duration", with = "serde_duration")]
+        duration: Nanos,
+    },
+    /// An external program.
+    Cmd {
+        /// Program and arguments (with `shell`: words joined into one `sh -c` script).
+        argv: Vec<String>,
+        #[serde(default)]
+        shell: bool,
+        /// Run as root even when invoked through sudo.
+        #[serde(default)]
+        as_root: bool,
+        /// A metric parsed from the output instead of wall time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metric: Option<CmdMetric>,
+    },
+}
+
+/// A metric a `cmd` prints: the regex's first capture group (or whole match), last match wins.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CmdMetric {
+    pub regex: String,
+    pub name: String,
+    #[serde(default)]
+    pub unit: String,
+    #[serde(default)]
+    pub higher_is_better: bool,
+}
+
+fn default_pipe_loops() -> u64 {
+    DEFAULT_PIPE_LOOPS
+}
+fn default_groups() -> u32 {
+    10
+}
+fn default_messaging_loops() -> u64 {
+    100
+}
+fn default_interval() -> Nanos {
+    Nanos(1_000_000)
+}
+fn default_work() -> u64 {
+    300_000_000
+}
+fn default_idle_duration() -> Nanos {
+    Nanos(10_000_000_000)
+}
+
+/// The default run time of `wakeup` when neither loops nor duration is given.
+pub const DEFAULT_WAKEUP_DURATION: Nanos = Nanos(10_000_000_000);
+
+impl WorkloadSpec {
+    /// A spec with every option at its default (`cmd` gets an empty argv, which does not validate).
+    pub fn default_for(kind: &str) -> Option<WorkloadSpec> {
+        Some(match kind {
+            "pipe" => WorkloadSpec::Pipe {
+                loops: DEFAULT_PIPE_LOOPS,
+                threads: false,
+                cpus: None,
+            },
+            "messaging" => WorkloadSpec::Messaging {
+                groups: default_groups(),
+                loops: default_messaging_loops(),
+                pipe: false,
+                threads: false,
+            },
+            "wakeup" => WorkloadSpec::Wakeup {
+                cpus: None,
+                interval: default_interval(),
+                loops: None,
+                duration: None,
+                rt_prio: None,
+                dma_latency: None,
+            },
+            "spin" => WorkloadSpec::Spin {
+                cpus: None,
+                work: default_work(),
+            },
+            "idle" => WorkloadSpec::Idle {
+                duration: default_idle_duration(),
+            },
+            "cmd" => WorkloadSpec::Cmd {
+                argv: vec![],
+                shell: false,
+                as_root: false,
+                metric: None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// The workload's name (`pipe`, `messaging`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Pipe { .. } => "pipe",
+            WorkloadSpec::Messaging { .. } => "messaging",
+            WorkloadSpec::Wakeup { .. } => "wakeup",
+            WorkloadSpec::Spin { .. } => "spin",
+            WorkloadSpec::Idle { .. } => "idle",
+            WorkloadSpec::Cmd { .. } => "cmd",
+        }
+    }
+
+    /// One line for people: `pipe loops=100000 processes cpus=0,1`.
+    pub fn describe(&self) -> String {
+        let cpus_str = |c: &Option<Vec<u32>>| match c {
+            Some(v) => format!(
+                " cpus={}",
+                v.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            None => String::new(),
+        };
+        let mode = |t: bool| if t { "threads" } else { "processes" };
+        match self {
+            WorkloadSpec::Pipe {
+                loops,
+                threads,
+                cpus,
+            } => {
+                format!("pipe loops={loops} {}{}", mode(*threads), cpus_str(cpus))
+            }
+            WorkloadSpec::Messaging {
+                groups,
+                loops,
+                pipe,
+                threads,
+            } => format!(
+                "messaging groups={groups} loops={loops} {} {}",
+                if *pipe { "pipes" } else { "sockets" },
+                mode(*threads)
+            ),
+            WorkloadSpec::Wakeup {
+                cpus,
+                interval,
+                loops,
+                duration,
+                rt_prio,
+                dma_latency,
+            } => {
+                let mut s = format!("wakeup interval={}", format_duration(*interval));
+                if let Some(l) = loops {
+                    s += &format!(" loops={l}");
+                }
+                if let Some(d) = duration {
+                    s += &format!(" duration={}", format_duration(*d));
+                }
+                s += &cpus_str(cpus);
+                if let Some(p) = rt_prio {
+                    s += &format!(" rt-prio={p}");
+                }
+                if let Some(d) = dma_latency {
+                    s += &format!(" dma-latency={d}");
+                }
+                s
+            }
+            WorkloadSpec::Spin { cpus, work } => format!("spin work={work}{}", cpus_str(cpus)),
+            WorkloadSpec::Idle { duration } => {
+                format!("idle duration={}", format_duration(*duration))
+            }
+            WorkloadSpec::Cmd { argv, shell, .. } => {
+                format!(
+                    "cmd{} -- {}",
+                    if *shell { " --shell" } else { "" },
+                    argv.join(" ")
+                )
+            }
+        }
+    }
+
+    /// Check every option; a bad spec changes nothing and says what is wrong.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let bad = |m: String| Err(WorkloadError::Invalid(m));
+        match self {
+            WorkloadSpec::Pipe { loops, cpus, .. } => {
+                positive("pipe loops", *loops)?;
+                if let Some(c) = cpus {
+                    if c.len() != 2 {
+                        return bad(format!(
+                            "pipe cpus: expected two CPUs (one per side), got {}",
+                            c.len()
+                        ));
+                    }
+                    check_cpus("pipe", c)?;
+                }
+            }
+            WorkloadSpec::Messaging { groups, loops, .. } => {
+                positive("messaging groups", u64::from(*groups))?;
+                positive("messaging loops", *loops)?;
+            }
+            WorkloadSpec::Wakeup {
+                cpus,
+                interval,
+                loops,
+                duration,
+                rt_prio,
+                dma_latency,
+            } => {
+                positive("wakeup interval", interval.0)?;
+                if let Some(l) = loops {
+                    positive("wakeup loops", *l)?;
+                }
+                if let Some(d) = duration {
+                    positive("wakeup duration", d.0)?;
+                    if d.0 < interval.0 {
+                        return bad(format!(
+                            "wakeup duration {} is shorter than the interval {}",
+                            format_duration(*d),
+                            format_duration(*interval)
+                        ));
+                    }
+                }
+                if loops.is_some() && duration.is_some() {
+                    return bad("wakeup: give --loops or --duration, not both".into());
+                }
+                if let Some(p) = rt_prio {
+                    if !(1..=99).contains(p) {
+                        return bad(format!("wakeup rt-prio must be 1..99, got {p}"));
+                    }
+                }
+                if let Some(d) = dma_latency {
+                    if *d < 0 {
+                        return bad(format!("wakeup dma-latency must be >= 0 µs, got {d}"));
+                    }
+                }
+                if let Some(c) = cpus {
+                    check_cpus("wakeup", c)?;
+                }
+            }
+            WorkloadSpec::Spin { cpus, work } => {
+                positive("spin work", *work)?;
+                if let Some(c) = cpus {
+                    check_cpus("spin", c)?;
+                }
+            }
+            WorkloadSpec::Idle { duration } => positive("idle duration", duration.0)?,
+            WorkloadSpec::Cmd { argv, metric, .. } => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return bad("cmd: no program given (pmlab run cmd -- PROGRAM ARGS)".into());
+                }
+                if let Some(m) = metric {
+                    let re = regex::Regex::new(&m.regex).map_err(|e| {
+                        WorkloadError::Invalid(format!("cmd --metric-regex '{}': {e}", m.regex))
+                    })?;
+                    if re.captures_len() > 2 {
+                        return bad(format!(
+                            "cmd --metric-regex '{}': use at most one capture group",
+                            m.regex
+                        ));
+                    }
+                    if m.name.trim().is_empty() {
+                        return bad("cmd --metric-name must not be empty".into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn positive(what: &str, v: u64) -> Result<(), WorkloadError> {
+    if v == 0 {
+        return Err(WorkloadError::Invalid(format!(
+            "{what} must be greater than zero"
+        )));
+    }
+    Ok(())
+}
+
+fn check_cpus(what: &str, cpus: &[u32]) -> Result<(), WorkloadError> {
+    if cpus.is_empty() {
+        return Err(WorkloadError::Invalid(format!("{what}: empty CPU list")));
+    }
+    let allowed =
+        crate::cpus::allowed_cpus().map_err(|e| WorkloadError::io("sched_getaffinity", e))?;
+    for c in cpus {
+        if !allowed.contains(c) {
+            return Err(WorkloadError::Invalid(format!(
+                "{what}: CPU {c} is offline, absent or not allowed for pmlab (usable: {})",
+                crate::cpus::format_cpu_list(&allowed)
+            )));
+        }
+    }
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != cpus.len() && what != "pipe" {
+        return Err(WorkloadError::Invalid(format!("{what}: CPU listed twice")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_with_defaults() {
+        let s: WorkloadSpec = serde_json::from_str(r#"{"kind":"pipe"}"#).unwrap();
+        assert_eq!(s, WorkloadSpec::default_for("pipe").unwrap());
+        let w: WorkloadSpec =
+            serde_json::from_str(r#"{"kind":"wakeup","interval":"500us","loops":10}"#).unwrap();
+        match &w {
+            WorkloadSpec::Wakeup {
+                interval, loops, ..
+            } => {
+                assert_eq!(*interval, Nanos(500_000));
+                assert_eq!(*loops, Some(10));
+            }
+            _ => panic!(),
+        }
+        let text = serde_json::to_string(&w).unwrap();
+        assert!(text.contains(r#""interval":"500us""#), "{text}");
+        assert_eq!(serde_json::from_str::<WorkloadSpec>(&text).unwrap(), w);
+    }
+
+    #[test]
+    fn duration_accepts_integer_nanoseconds() {
+        let s: WorkloadSpec =
+            serde_json::from_str(r#"{"kind":"idle","duration":5000000000}"#).unwrap();
+        assert_eq!(
+            s,
+            WorkloadSpec::Idle {
+                duration: Nanos(5_000_000_000)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_kinds_are_refused() {
+        assert!(serde_json::from_str::<WorkloadSpec>(r#"{"kind":"pipe","lops":3}"#).is_err());
+        assert!(serde_json::from_str::<WorkloadSpec>(r#"{"kind":"nap"}"#).is_err());
+    }
+
+    #[test]
+    fn zero_values_are_refused() {
+        for json in [
+            r#"{"kind":"pipe","loops":0}"#,
+            r#"{"kind":"messaging","groups":0}"#,
+            r#"{"kind":"messaging","loops":0}"#,
+            r#"{"kind":"wakeup","interval":"0ms"}"#,
+            r#"{"kind":"wakeup","loops":0}"#,
+            r#"{"kind":"wakeup","duration":"0s"}"#,
+            r#"{"kind":"spin","work":0}"#,
+            r#"{"kind":"idle","duration":"0s"}"#,
+            r#"{"kind":"cmd","argv":[]}"#,
+        ] {
+            let s: WorkloadSpec = serde_json::from_str(json).unwrap();
+            let e = s.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("greater than zero") || e.contains("no program"),
+                "{json}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn negative_values_do_not_deserialize() {
+        assert!(serde_json::from_str::<WorkloadSpec>(r#"{"kind":"pipe","loops":-1}"#).is_err());
+        assert!(
+            serde_json::from_str::<WorkloadSpec>(r#"{"kind":"idle","duration":"-1s"}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn pipe_needs_two_cpus_and_cpus_must_exist() {
+        let s = WorkloadSpec::Pipe {
+            loops: 1,
+            threads: false,
+            cpus: Some(vec![0]),
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("two CPUs"));
+        let s = WorkloadSpec::Spin {
+            cpus: Some(vec![4095]),
+            work: 1,
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("CPU 4095"));
+    }
+
+    #[test]
+    fn bad_regex_and_exclusive_options() {
+        let s = WorkloadSpec::Cmd {
+            argv: vec!["true".into()],
+            shell: false,
+            as_root: false,
+            metric: Some(CmdMetric {
+                regex: "(".into(),
+                name: "x".into(),
+                unit: String::new(),
+                higher_is_better: false,
+            }),
+        };
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--metric-regex"));
+        let s = WorkloadSpec::Wakeup {
+            cpus: None,
+            interval: Nanos(1000),
+            loops: Some(3),
+            duration: Some(Nanos(1_000_000)),
+            rt_prio: None,
+            dma_latency: None,
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("not both"));
+    }
+}
