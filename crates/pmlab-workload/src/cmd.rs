@@ -324,12 +324,13 @@ mod tests {
 
     #[test]
     fn missing_program_is_named() {
-        let e = run(&cmd(&["/nonexistent/prog"], false, None), &mut NoProbe)
-            .unwrap_err()
-            .to_string();
+        let e = run(&cmd(&["/nonexistent/prog"], false, None), &mut NoProbe).unwrap_err();
+        let cause = std::error::Error::source(&e)
+            .map(|c| c.to_string())
+            .unwrap_or_default();
         assert!(
-            e.contains("/nonexistent/prog") && e.contains("No such file"),
-            "{e}"
+            e.to_string().contains("/nonexistent/prog") && cause.contains("No such file"),
+            "{e}: {cause}"
         );
     }
 

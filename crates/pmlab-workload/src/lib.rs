@@ -15,7 +15,7 @@ mod gate;
 mod idle;
 mod messaging;
 mod pipe;
-mod spec;
+pub mod spec;
 mod spin;
 pub mod units;
 mod wakeup;
@@ -24,7 +24,7 @@ use pmlab_kernel::{Metric, Nanos};
 use serde::{Deserialize, Serialize};
 
 pub use cpus::{allowed_cpus, parse_cpu_list};
-pub use spec::{WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
+pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
 /// Called around the measured part of a workload (counter snapshots, trace start/stop).
 pub trait Probe {
@@ -78,13 +78,13 @@ impl WorkloadResult {
 pub enum WorkloadError {
     #[error("invalid workload: {0}")]
     Invalid(String),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     File {
         path: std::path::PathBuf,
         #[source]
@@ -92,7 +92,7 @@ pub enum WorkloadError {
     },
     #[error("worker failed: {0}")]
     Worker(String),
-    #[error("cannot run `{program}`: {source}")]
+    #[error("cannot run `{program}`")]
     Spawn {
         program: String,
         #[source]
