@@ -11,18 +11,21 @@ use serde::Serialize;
 /// Side metrics shown beside the primary metric by default, when the runs have them
 /// (counter names from `pmlab_kernel::counters`; `fake.*` from the fake executor).
 pub const DEFAULT_SIDE_METRICS: &[&str] = &[
-    "idle.share_pct",
-    "idle.exits_per_s",
     "idle.POLL.time_ms",
     "irq.CAL.per_s",
     "irq.RES.per_s",
-    "irq.TLB.per_s",
+    "idle.exits_per_s",
+    "idle.share_pct",
     "ctxt.per_s",
     "power.W",
     "energy.J",
     "fake.idle_residency",
     "fake.ipis",
 ];
+
+/// At most this many side metrics are shown as columns beside the primary metric; all the
+/// selected ones also go to a second table (one row per metric) when there are more.
+pub const INLINE_SIDE_METRICS: usize = 4;
 
 /// Which side metrics a report shows.
 #[derive(Debug, Clone, Default)]
@@ -566,7 +569,8 @@ impl WorkloadReport {
             "verdict".into(),
         ];
         let mut right = vec![false, true, true, true, false];
-        for k in &self.side_metrics {
+        let inline = self.side_metrics.len().min(INLINE_SIDE_METRICS);
+        for k in &self.side_metrics[..inline] {
             headers.push(if compact {
                 short_metric(&k.name)
             } else {
@@ -612,7 +616,7 @@ impl WorkloadReport {
                     .unwrap_or_else(|| "-".into()),
                 verdict,
             ];
-            for c in &r.side {
+            for c in &r.side[..inline] {
                 cells.push(
                     c.summary
                         .as_ref()
@@ -627,6 +631,40 @@ impl WorkloadReport {
             rows,
             right,
         }
+    }
+
+    /// When more side metrics are selected than fit beside the primary one: a table with one
+    /// row per side metric and one column per configuration (mean ± 95% CI).
+    pub fn side_grid(&self) -> Option<Grid> {
+        if self.side_metrics.len() <= INLINE_SIDE_METRICS {
+            return None;
+        }
+        let mut headers = vec!["side metric".to_string()];
+        headers.extend(self.rows.iter().map(|r| r.label.clone()));
+        let right = std::iter::once(false)
+            .chain(self.rows.iter().map(|_| true))
+            .collect();
+        let rows = self
+            .side_metrics
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut cells = vec![format!("{} ({})", k.name, k.unit)];
+                cells.extend(self.rows.iter().map(|r| {
+                    r.side[i]
+                        .summary
+                        .as_ref()
+                        .map(fmt_mean_ci)
+                        .unwrap_or_else(|| "-".into())
+                }));
+                cells
+            })
+            .collect();
+        Some(Grid {
+            headers,
+            rows,
+            right,
+        })
     }
 
     /// One line describing the primary metric.

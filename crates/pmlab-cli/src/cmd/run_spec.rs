@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_lab::executor::{Executor, FakeExecutor, FakeSpec};
+use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, WorkloadParser};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
 use pmlab_lab::render::Format;
 use pmlab_lab::report::{Report, SideSelection};
@@ -270,11 +271,25 @@ fn executor(opts: &ExperimentOpts, seed: u64) -> anyhow::Result<Box<dyn Executor
 }
 
 /// The machine: knobs through the journaled transaction, the workloads, counter side metrics.
-fn real_executor(_opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
-    bail!(
-        "running experiments on the machine needs pmlab_kernel::knob::Transaction and the workload parser, \
-         which are not on this branch yet; nothing was changed"
-    )
+fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
+    if opts.trace {
+        bail!("--trace needs pmlab_trace::record::Recorder, which is not on this branch yet; nothing was changed");
+    }
+    let knobs = Box::new(NoKnobs {
+        reason: "knob transactions (pmlab_kernel::knob::Transaction) are not on this branch yet; \
+                 only the machine as found (--a '' --b '') can be measured"
+            .into(),
+    });
+    let parse: WorkloadParser = Box::new(|words: &[String]| {
+        crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
+    });
+    let root = PathBuf::from("/");
+    Ok(Box::new(MachineExecutor::new(
+        root.clone(),
+        knobs,
+        parse,
+        vec![Box::new(CounterSource::new(root))],
+    )))
 }
 
 /// Run an experiment with the shared options and print its report.

@@ -3,7 +3,7 @@
 //! verdicts are listed under the tables, wrapped.
 
 use super::{header_lines, Render, RenderError};
-use crate::report::Report;
+use crate::report::{Grid, Report};
 
 /// Width of a mail line.
 pub const MAIL_WIDTH: usize = 72;
@@ -47,6 +47,62 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
+/// Lay a grid out in tables no wider than `limit`, each repeating the first (label) column;
+/// columns in `skip` are left out.
+fn layout(grid: &Grid, skip: &[usize], limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let cols: Vec<usize> = (1..grid.headers.len())
+        .filter(|i| !skip.contains(i))
+        .collect();
+    let col_width = |i: usize| {
+        grid.rows
+            .iter()
+            .map(|r| width(&r[i]))
+            .chain([width(&grid.headers[i])])
+            .max()
+            .unwrap_or(0)
+    };
+    let label_width = col_width(0).min(limit / 3);
+    let max_cell = limit.saturating_sub(label_width + 2).max(1);
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut used = label_width;
+    for &c in &cols {
+        let wdt = col_width(c).min(max_cell);
+        if !current.is_empty() && used + 2 + wdt > limit {
+            groups.push(std::mem::take(&mut current));
+            used = label_width;
+        }
+        current.push(c);
+        used += 2 + wdt;
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    for g in groups {
+        out.push(String::new());
+        let widths: Vec<usize> = g.iter().map(|&c| col_width(c).min(max_cell)).collect();
+        let line = |cells: &Vec<String>| {
+            let mut s = format!("{:<lw$}", cut(&cells[0], label_width), lw = label_width);
+            for (k, &c) in g.iter().enumerate() {
+                let cell = cut(&cells[c], widths[k]);
+                if grid.right[c] {
+                    s.push_str(&format!("  {:>w$}", cell, w = widths[k]));
+                } else {
+                    s.push_str(&format!("  {:<w$}", cell, w = widths[k]));
+                }
+            }
+            s.trim_end().to_string()
+        };
+        out.push(line(&grid.headers));
+        out.push("-".repeat(label_width + widths.iter().map(|w| w + 2).sum::<usize>()));
+        for r in &grid.rows {
+            out.push(line(r));
+        }
+    }
+    out
+}
+
 impl Render for MailRender {
     fn render(&self, report: &Report) -> Result<String, RenderError> {
         let limit = self.width;
@@ -58,56 +114,8 @@ impl Render for MailRender {
             out.push(String::new());
             out.extend(wrap(&w.metric_line(), limit, 2));
             let grid = w.grid(true);
-            // Columns: every column except the verdict (index 4), which goes below.
-            let cols: Vec<usize> = (0..grid.headers.len()).filter(|&i| i != 4).collect();
-            let col_width = |i: usize| {
-                grid.rows
-                    .iter()
-                    .map(|r| width(&r[i]))
-                    .chain([width(&grid.headers[i])])
-                    .max()
-                    .unwrap_or(0)
-            };
-            let label_width = col_width(0).min(limit / 3);
-            let mut groups: Vec<Vec<usize>> = Vec::new();
-            let mut current: Vec<usize> = Vec::new();
-            let mut used = label_width;
-            for &c in &cols[1..] {
-                let wdt = col_width(c).min(limit - label_width - 2);
-                if !current.is_empty() && used + 2 + wdt > limit {
-                    groups.push(std::mem::take(&mut current));
-                    used = label_width;
-                }
-                current.push(c);
-                used += 2 + wdt;
-            }
-            if !current.is_empty() {
-                groups.push(current);
-            }
-            for g in groups {
-                out.push(String::new());
-                let widths: Vec<usize> = g
-                    .iter()
-                    .map(|&c| col_width(c).min(limit - label_width - 2))
-                    .collect();
-                let line = |cells: &Vec<String>| {
-                    let mut s = format!("{:<lw$}", cut(&cells[0], label_width), lw = label_width);
-                    for (k, &c) in g.iter().enumerate() {
-                        let cell = cut(&cells[c], widths[k]);
-                        if grid.right[c] {
-                            s.push_str(&format!("  {:>w$}", cell, w = widths[k]));
-                        } else {
-                            s.push_str(&format!("  {:<w$}", cell, w = widths[k]));
-                        }
-                    }
-                    s.trim_end().to_string()
-                };
-                out.push(line(&grid.headers));
-                out.push("-".repeat(label_width + widths.iter().map(|w| w + 2).sum::<usize>()));
-                for r in &grid.rows {
-                    out.push(line(r));
-                }
-            }
+            // Every column except the verdict (index 4), which is listed below the table.
+            out.extend(layout(&grid, &[4], limit));
             out.push(String::new());
             out.push(format!("{}:", grid.headers[4]));
             for r in &grid.rows {
@@ -117,6 +125,9 @@ impl Render for MailRender {
             }
             if let Some(k) = w.knee_line() {
                 out.extend(wrap(&k, limit, 2));
+            }
+            if let Some(side) = w.side_grid() {
+                out.extend(layout(&side, &[], limit));
             }
         }
         if !report.notes.is_empty() {

@@ -1,12 +1,41 @@
 //! Markdown output: a GitHub-flavoured table per workload.
 
 use super::{header_lines, Render, RenderError};
-use crate::report::Report;
+use crate::report::{Grid, Report};
 
 pub struct MarkdownRender;
 
 fn escape(cell: &str) -> String {
     cell.replace('|', "\\|")
+}
+
+fn table(grid: &Grid) -> String {
+    let mut out = format!(
+        "| {} |\n",
+        grid.headers
+            .iter()
+            .map(|h| escape(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    out.push_str(&format!(
+        "|{}|\n",
+        grid.right
+            .iter()
+            .map(|r| if *r { "---:" } else { ":---" })
+            .collect::<Vec<_>>()
+            .join("|")
+    ));
+    for row in &grid.rows {
+        out.push_str(&format!(
+            "| {} |\n",
+            row.iter()
+                .map(|c| escape(c))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
+    out
 }
 
 impl Render for MarkdownRender {
@@ -21,34 +50,13 @@ impl Render for MarkdownRender {
         }
         for w in &report.workloads {
             out.push_str(&format!("\n{}\n\n", w.metric_line()));
-            let grid = w.grid(true);
-            out.push_str(&format!(
-                "| {} |\n",
-                grid.headers
-                    .iter()
-                    .map(|h| escape(h))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            ));
-            out.push_str(&format!(
-                "|{}|\n",
-                grid.right
-                    .iter()
-                    .map(|r| if *r { "---:" } else { ":---" })
-                    .collect::<Vec<_>>()
-                    .join("|")
-            ));
-            for row in &grid.rows {
-                out.push_str(&format!(
-                    "| {} |\n",
-                    row.iter()
-                        .map(|c| escape(c))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                ));
-            }
+            out.push_str(&table(&w.grid(true)));
             if let Some(k) = w.knee_line() {
                 out.push_str(&format!("\n**{k}**\n"));
+            }
+            if let Some(side) = w.side_grid() {
+                out.push('\n');
+                out.push_str(&table(&side));
             }
         }
         if !report.notes.is_empty() {

@@ -1,10 +1,29 @@
 //! Terminal output: a comfy-table per workload, with the header and notes around it.
 
 use super::{header_lines, Render, RenderError};
-use crate::report::Report;
+use crate::report::{Grid, Report};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, ContentArrangement, Table};
 
 pub struct TableRender;
+
+fn draw(grid: &Grid) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(grid.headers.clone());
+    for row in &grid.rows {
+        table.add_row(row.clone());
+    }
+    for (i, right) in grid.right.iter().enumerate() {
+        if *right {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+    }
+    format!("{table}\n")
+}
 
 impl Render for TableRender {
     fn render(&self, report: &Report) -> Result<String, RenderError> {
@@ -14,27 +33,13 @@ impl Render for TableRender {
             out.push('\n');
             out.push_str(&w.metric_line());
             out.push('\n');
-            let grid = w.grid(true);
-            let mut table = Table::new();
-            table
-                .load_preset(UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Dynamic);
-            table.set_header(grid.headers.clone());
-            for row in &grid.rows {
-                table.add_row(row.clone());
-            }
-            for (i, right) in grid.right.iter().enumerate() {
-                if *right {
-                    if let Some(col) = table.column_mut(i) {
-                        col.set_cell_alignment(CellAlignment::Right);
-                    }
-                }
-            }
-            out.push_str(&table.to_string());
-            out.push('\n');
+            out.push_str(&draw(&w.grid(true)));
             if let Some(k) = w.knee_line() {
                 out.push_str(&k);
                 out.push('\n');
+            }
+            if let Some(side) = w.side_grid() {
+                out.push_str(&draw(&side));
             }
         }
         for n in &report.notes {
