@@ -249,13 +249,18 @@ impl Observer for Bar {
 }
 
 /// SIGINT/SIGTERM/SIGHUP: set the stop flag (the protocol stops between runs) and cancel a
-/// running workload (its workers are killed), so that the experiment ends promptly.
+/// running workload (its workers are killed), so that the experiment ends promptly; a second
+/// signal exits at once.
 fn install_signal_handlers(stop: &Arc<AtomicBool>) -> anyhow::Result<()> {
     for sig in [
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
     ] {
+        // A second signal while the first is being handled ends the process at once (exit 130);
+        // the knob journal restores the machine on the next pmlab run.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(stop))
+            .with_context(|| format!("installing a handler for signal {sig}"))?;
         signal_hook::flag::register(sig, Arc::clone(stop))
             .with_context(|| format!("installing a handler for signal {sig}"))?;
     }

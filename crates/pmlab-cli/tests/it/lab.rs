@@ -688,3 +688,53 @@ fn help_has_examples() {
         );
     }
 }
+
+#[test]
+fn real_compare_as_found_measures_pipe_with_counter_side_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(dir.path());
+    let out = pmlab()
+        .args([
+            "compare",
+            "--a",
+            "",
+            "--b",
+            "",
+            "--max-runs",
+            "6",
+            "--seed",
+            "9",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .args(["--db", &db, "pipe", "--loops", "2000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let v = json_of(&out);
+    let w = &v["workloads"][0];
+    assert_eq!(w["primary"]["direction"], "lower");
+    assert_eq!(w["rows"][0]["primary"]["n"], 3);
+    assert_eq!(w["rows"][1]["primary"]["n"], 3);
+    let side: Vec<&str> = w["side_metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        side.contains(&"irq.CAL.per_s") && side.contains(&"ctxt.per_s"),
+        "{side:?}"
+    );
+    assert!(!v["systems"][0]["kernel_release"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    let out = pmlab()
+        .args(["results", "--db", &db, "show", "latest", "--runs"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(stdout_of(&out).contains("warm-up"), "{}", stdout_of(&out));
+}
