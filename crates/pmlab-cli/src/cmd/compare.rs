@@ -7,7 +7,7 @@ use pmlab_lab::spec::{Configuration, Experiment, Kind, WorkloadDef};
 const EXAMPLES: &str = "\
 Examples:
   pmlab compare --a '' --b 'haltpoll.guest_halt_poll_ns=200us' pipe --loops 20000
-  pmlab compare --a 'cpuidle.POLL.disable=1' --b '' --label-a nopoll --label-b poll messaging --groups 2
+  pmlab compare --a 'cpuidle.POLL.disable=1' --label-a nopoll --label-b poll messaging
   pmlab compare --a '' --b '' pipe                  # A/A: expect \"no significant change\"
   pmlab compare --b 'pmqos.resume_latency_us@1=0' --format mail --max-time 5m wakeup --duration 2s
 
