@@ -1,6 +1,12 @@
 //! pmlab-lab: experiments — plans, the interleaved adaptive protocol, statistics,
 //! the SQLite result store and report rendering.
 
+pub mod executor;
+pub mod export;
+pub mod machine;
+pub mod protocol;
+pub mod render;
+pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod store;

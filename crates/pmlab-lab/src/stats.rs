@@ -12,7 +12,8 @@
 //!   the denominator; its CI excludes 0 exactly when Welch's t-test rejects at 5%, so the CI and
 //!   the p-value never disagree. When the reference mean itself is not significantly different
 //!   from 0 (g ≥ 1) the CI is unbounded and the verdict is "no significant change".
-//! - Skew: when either sample's adjusted skewness |G1| exceeds 1, a Mann-Whitney U test (normal
+//! - Skew: when either sample is significantly skewed (|G1| > 2·SES, the standard error of
+//!   skewness for its n, so small samples are not called skewed by chance), a Mann-Whitney U test (normal
 //!   approximation with tie and continuity corrections, as scipy's `method="asymptotic"`) must
 //!   also reject at 5% for a verdict to call the change significant.
 //! - Outliers: modified z-score 0.6745·|x − median|/MAD > 3.5 (Iglewicz–Hoaglin); when the MAD
@@ -28,8 +29,8 @@ use serde::Serialize;
 pub const CONFIDENCE: f64 = 0.95;
 /// Significance level of the tests (1 − CONFIDENCE).
 pub const ALPHA: f64 = 0.05;
-/// |adjusted skewness| above which a sample is treated as skewed.
-pub const SKEW_THRESHOLD: f64 = 1.0;
+/// A sample is skewed when |G1| exceeds this many standard errors of skewness.
+pub const SKEW_STANDARD_ERRORS: f64 = 2.0;
 /// Modified z-score above which a sample is flagged as an outlier.
 pub const OUTLIER_Z: f64 = 3.5;
 
@@ -290,6 +291,17 @@ pub fn skewness(xs: &[f64]) -> f64 {
     }
     let g1 = m3 / m2.powf(1.5);
     g1 * (n * (n - 1.0)).sqrt() / (n - 2.0)
+}
+
+/// Standard error of the adjusted skewness G1 for a normal sample of size n (n ≥ 3).
+pub fn skewness_standard_error(n: usize) -> f64 {
+    let n = n as f64;
+    (6.0 * n * (n - 1.0) / ((n - 2.0) * (n + 1.0) * (n + 3.0))).sqrt()
+}
+
+/// True when the sample's skewness is significant (|G1| > 2·SES).
+pub fn is_skewed(xs: &[f64]) -> bool {
+    xs.len() >= 3 && skewness(xs).abs() > SKEW_STANDARD_ERRORS * skewness_standard_error(xs.len())
 }
 
 /// Indices of the samples flagged as outliers by the modified z-score (see module docs).
@@ -609,8 +621,7 @@ fn direction_words(direction: Direction, speed: bool) -> (&'static str, &'static
 pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: bool) -> Comparison {
     let relative = relative_change(reference, sample, CONFIDENCE);
     let welch = welch(reference, sample);
-    let skewed =
-        skewness(reference).abs() > SKEW_THRESHOLD || skewness(sample).abs() > SKEW_THRESHOLD;
+    let skewed = is_skewed(reference) || is_skewed(sample);
     let mann_whitney = if skewed {
         mann_whitney(reference, sample)
     } else {
@@ -879,6 +890,16 @@ mod tests {
     fn skewness_matches_scipy() {
         close(skewness(&C), 1.8920954771863323, 1e-12); // stats.skew(C, bias=False)
         assert!(skewness(&A).abs() < 1e-12);
+        assert!(is_skewed(&C));
+        assert!(
+            !is_skewed(&[1.0, 1.1, 5.0]),
+            "n = 3 cannot show significant skew"
+        );
+        close(
+            skewness_standard_error(9),
+            (432.0_f64 / 840.0).sqrt(),
+            1e-12,
+        );
     }
 
     #[test]

@@ -58,7 +58,18 @@ impl SystemSnapshot {
                 "QEMU" | "KVM" | "Xen" | "Microsoft Corporation" | "VMware, Inc."
             )
         {
-            let name = match (cpuinfo.contains("kvm"), vendor.as_str()) {
+            let clocksources = read_trimmed(
+                root,
+                "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+            )
+            .unwrap_or_default();
+            let idle_driver = read_trimmed(root, "/sys/devices/system/cpu/cpuidle/current_driver")
+                .unwrap_or_default();
+            let kvm = cpuinfo.contains("kvm")
+                || clocksources.contains("kvm-clock")
+                || idle_driver == "haltpoll";
+            let kvm = kvm && !clocksources.contains("hyperv");
+            let name = match (kvm, vendor.as_str()) {
                 (_, "QEMU") | (_, "KVM") | (true, _) => "KVM".to_string(),
                 (_, "") => "unknown hypervisor".to_string(),
                 (_, v) => v.to_string(),
@@ -105,6 +116,25 @@ mod tests {
             "Standard PC (Q35 + ICH9, 2009)\n",
         );
         w("proc/sys/kernel/random/boot_id", "abc\n");
+        let guest = tempfile::tempdir().unwrap();
+        let wg = |p: &str, s: &str| {
+            let path = guest.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, s).unwrap();
+        };
+        wg(
+            "proc/cpuinfo",
+            "processor\t: 0\nflags\t\t: fpu hypervisor\n",
+        );
+        wg(
+            "sys/devices/system/clocksource/clocksource0/available_clocksource",
+            "kvm-clock tsc acpi_pm\n",
+        );
+        assert_eq!(
+            SystemSnapshot::read(guest.path()).virtualization,
+            "KVM",
+            "no DMI (e.g. Firecracker): KVM from kvm-clock"
+        );
         let s = SystemSnapshot::read(dir.path());
         assert_eq!(s.kernel_release, "6.18.0");
         assert_eq!(s.cmdline, "console=ttyS0 quiet");

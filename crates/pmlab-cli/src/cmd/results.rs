@@ -1,8 +1,262 @@
-//! `pmlab results` (not built yet).
+//! `pmlab results list|show|compare|export`: read the result store. Statistics are derived
+//! from the stored runs at read time.
+
+use super::run_spec::FormatArg;
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use pmlab_lab::report::{Report, SideSelection};
+use pmlab_lab::store::{format_time, Store, StoredExperiment};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const EXAMPLES: &str = "\
+Examples:
+  pmlab results list
+  pmlab results show 12
+  pmlab results show latest --format mail
+  pmlab results show 12 --reference 200us --side all
+  pmlab results compare 3 7            # e.g. before/after a kernel change, on different boots
+  pmlab results export 12 --format csv > runs.csv
+  pmlab results --db /srv/pmlab.db export 12 --format json --output runs.json";
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    /// The result store.
+    #[arg(long, value_name = "PATH", default_value = "pmlab.db", global = true)]
+    pub db: PathBuf,
+    #[command(subcommand)]
+    pub command: Sub,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab results` is not implemented yet")
+#[derive(clap::Subcommand)]
+pub enum Sub {
+    /// Every experiment in the store, oldest first.
+    #[command(after_help = "Examples:\n  pmlab results list\n  pmlab results list --json")]
+    List {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One experiment's statistics: per configuration, verdicts, side metrics, knee.
+    #[command(
+        after_help = "Examples:\n  pmlab results show 12\n  pmlab results show latest --format markdown --side totals"
+    )]
+    Show {
+        /// Experiment id, or `latest`.
+        id: String,
+        #[command(flatten)]
+        view: View,
+        /// Also list every run (round, order, status, error, primary value).
+        #[arg(long)]
+        runs: bool,
+    },
+    /// Compare two experiments: each configuration of the second against the same label
+    /// in the first (or against the first's reference).
+    #[command(
+        after_help = "Examples:\n  pmlab results compare 3 7\n  pmlab results compare 3 latest --format mail"
+    )]
+    Compare {
+        /// The baseline experiment.
+        id1: String,
+        /// The experiment compared with it.
+        id2: String,
+        #[command(flatten)]
+        view: View,
+    },
+    /// Raw runs and metrics of an experiment, one row per run and metric.
+    #[command(
+        after_help = "Examples:\n  pmlab results export 12 --format csv > runs.csv\n  pmlab results export 12 --format json"
+    )]
+    Export {
+        /// Experiment id, or `latest`.
+        id: String,
+        /// csv (long table), json (everything stored), or parquet (not built in; see the message).
+        #[arg(long, value_parser = ["csv", "json", "parquet"], default_value = "csv")]
+        format: String,
+        /// Write to this file instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct View {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: FormatArg,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare against this configuration (a label) instead of the stored reference.
+    #[arg(long, value_name = "LABEL")]
+    pub reference: Option<String>,
+    /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
+    #[arg(long, value_name = "LIST", default_value = "default")]
+    pub side: String,
+}
+
+impl View {
+    fn format(&self) -> FormatArg {
+        if self.json {
+            FormatArg::Json
+        } else {
+            self.format
+        }
+    }
+}
+
+/// Open an existing store for reading (never creates one).
+fn open_existing(path: &Path) -> anyhow::Result<Store> {
+    if !path.exists() {
+        bail!(
+            "{}: no result store here (experiments create it; give --db PATH)",
+            path.display()
+        );
+    }
+    Ok(Store::open(path)?)
+}
+
+fn resolve_id(store: &Store, id: &str) -> anyhow::Result<i64> {
+    if id == "latest" {
+        return store
+            .latest_id()?
+            .context("the store has no experiment yet");
+    }
+    id.parse::<i64>()
+        .with_context(|| format!("`{id}` is not an experiment id (a number, or `latest`)"))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let store = open_existing(&args.db)?;
+    match args.command {
+        Sub::List { json } => list(&store, json),
+        Sub::Show { id, view, runs } => {
+            let e = store.load(resolve_id(&store, &id)?)?;
+            let report = Report::of(
+                &e,
+                view.reference.as_deref(),
+                &SideSelection::parse(&view.side),
+            )
+            .map_err(anyhow::Error::msg)?;
+            print!("{}", view.format().format().renderer().render(&report)?);
+            if runs && view.format() == FormatArg::Table {
+                print_runs(&e);
+            }
+            Ok(())
+        }
+        Sub::Compare { id1, id2, view } => {
+            let a = store.load(resolve_id(&store, &id1)?)?;
+            let b = store.load(resolve_id(&store, &id2)?)?;
+            if view.reference.is_some() {
+                bail!("--reference does not apply to results compare: configurations are matched by label");
+            }
+            let report = Report::cross(&a, &b, &SideSelection::parse(&view.side))
+                .map_err(anyhow::Error::msg)?;
+            print!("{}", view.format().format().renderer().render(&report)?);
+            Ok(())
+        }
+        Sub::Export { id, format, output } => {
+            let e = store.load(resolve_id(&store, &id)?)?;
+            let bytes = match format.as_str() {
+                "csv" => pmlab_lab::export::runs_csv(&e)?,
+                "json" => pmlab_lab::export::runs_json(&e)?,
+                _ => bail!(
+                    "parquet export is not built in: the parquet crate (with arrow) is too heavy for this build; \
+                     export csv and convert, e.g. `duckdb -c \"COPY (FROM 'runs.csv') TO 'runs.parquet'\"` or \
+                     `python -c \"import pandas as p; p.read_csv('runs.csv').to_parquet('runs.parquet')\"`"
+                ),
+            };
+            match output {
+                Some(path) => std::fs::write(&path, bytes)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => std::io::stdout().write_all(&bytes)?,
+            }
+            Ok(())
+        }
+    }
+}
+
+fn list(store: &Store, json: bool) -> anyhow::Result<()> {
+    let infos = store.list()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&infos)?);
+        return Ok(());
+    }
+    if infos.is_empty() {
+        println!("no experiments in {}", store.path().display());
+        return Ok(());
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "id",
+        "started (UTC)",
+        "kind",
+        "name",
+        "configs",
+        "runs",
+        "failed",
+        "status",
+    ]);
+    for i in infos {
+        t.add_row([
+            i.id.to_string(),
+            format_time(i.created_ns),
+            i.kind.clone(),
+            i.name.clone(),
+            i.configurations.to_string(),
+            i.runs.to_string(),
+            i.failed_runs.to_string(),
+            i.status.as_str().to_string(),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+fn print_runs(e: &StoredExperiment) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "run",
+        "round",
+        "order",
+        "configuration",
+        "workload",
+        "duration",
+        "status",
+        "primary",
+        "error",
+    ]);
+    for r in &e.runs {
+        let primary = r
+            .metrics
+            .iter()
+            .find(|m| !m.side)
+            .map(|m| format!("{} {}", pmlab_lab::report::fmt_num(m.value), m.unit))
+            .unwrap_or_default();
+        t.add_row([
+            r.id.to_string(),
+            if r.warmup {
+                "warm-up".into()
+            } else {
+                r.round.to_string()
+            },
+            r.position.to_string(),
+            e.configurations[r.configuration].label.clone(),
+            e.workloads[r.workload].label.clone(),
+            format!("{:.3}s", r.duration_ns as f64 / 1e9),
+            r.status.as_str().to_string(),
+            primary,
+            r.error
+                .clone()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        ]);
+    }
+    println!("\n{t}");
 }

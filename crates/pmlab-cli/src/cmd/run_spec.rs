@@ -1,8 +1,426 @@
-//! `pmlab run-spec` (not built yet).
+//! `pmlab run-spec FILE.toml`: an experiment (configurations or a sweep, and a battery of
+//! workloads) from a file; also the machinery shared by `compare` and `sweep`: experiment
+//! options, executor choice, progress bar, signal handling and printing the report.
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pmlab_lab::executor::{Executor, FakeExecutor, FakeSpec};
+use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, WorkloadParser};
+use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
+use pmlab_lab::render::Format;
+use pmlab_lab::report::{Report, SideSelection};
+use pmlab_lab::spec::{self, Budget, Experiment, Order};
+use pmlab_lab::store::Store;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  pmlab run-spec battery.toml
+  pmlab run-spec battery.toml --max-time 10m --format markdown
+
+A spec file:
+  name = \"polling before/after\"
+  reference = \"before\"          # optional; default: the first configuration
+  target_ci = \"1%\"              # optional: target_ci, max_runs, max_time, seed
+  [[configuration]]
+  label = \"before\"              # no knobs: the machine as found
+  [[configuration]]
+  label = \"after\"
+  knobs = \"haltpoll.guest_halt_poll_ns=200us\"
+  [[workload]]
+  run = \"pipe --loops 20000\"    # the words of `pmlab run`
+  [[workload]]
+  label = \"msg\"
+  run = \"messaging --groups 2\"
+
+Instead of [[configuration]] tables, [[sweep]] tables give a cartesian product:
+  [[sweep]]
+  knob = \"haltpoll.guest_halt_poll_ns\"
+  values = [\"0\", \"50us\", \"200us\"]
+
+Command-line options override the file's.";
+
+/// Output format of an experiment or a results command.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatArg {
+    Table,
+    Markdown,
+    Mail,
+    Json,
+    Csv,
+}
+
+impl FormatArg {
+    pub fn format(self) -> Format {
+        match self {
+            FormatArg::Table => Format::Table,
+            FormatArg::Markdown => Format::Markdown,
+            FormatArg::Mail => Format::Mail,
+            FormatArg::Json => Format::Json,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+}
+
+/// Run order (hidden; sequential exists to demonstrate drift).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderArg {
+    Interleaved,
+    Sequential,
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    spec::parse_fraction(s).map_err(|e| e.to_string())
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    spec::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Options every experiment takes.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ExperimentOpts {
+    /// The result store (SQLite), created if missing.
+    #[arg(long, value_name = "PATH", default_value = "pmlab.db")]
+    pub db: PathBuf,
+    /// Stop after this many measured runs in total (default: 30 rounds).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_runs: Option<u64>,
+    /// Stop after this much wall time (e.g. 90s, 5m).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub max_time: Option<Duration>,
+    /// Stop when every configuration's 95% CI half-width is below this share of its mean [default: 1%].
+    #[arg(long, value_name = "PCT", value_parser = fraction)]
+    pub target_ci: Option<f64>,
+    /// Seed of the per-round shuffles (default: from the clock; always recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The configuration the others are compared with (a label; default: the first).
+    #[arg(long, value_name = "LABEL")]
+    pub reference: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: FormatArg,
+    /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
+    #[arg(long, value_name = "LIST", default_value = "default")]
+    pub side: String,
+    /// At least this many rounds before an adaptive stop (3 or more).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..))]
+    pub min_rounds: u64,
+    /// Only stop on the CI target or the budget, not as soon as every difference is decided.
+    #[arg(long)]
+    pub no_early_stop: bool,
+    /// Record a trace of every run (trace.dat files next to the store).
+    #[arg(long)]
+    pub trace: bool,
+    /// Shell command run once before the warm-up.
+    #[arg(long, value_name = "CMD")]
+    pub setup: Option<String>,
+    /// Shell command run before every run, after the configuration is applied.
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+    /// Shell command run once after the last run, before the knobs are restored.
+    #[arg(long, value_name = "CMD")]
+    pub cleanup: Option<String>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Testing: a fake executor instead of the machine (`mean=100,sd=1,drift=0,...`).
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub fake_executor: Option<String>,
+    /// Testing: run order.
+    #[arg(long, hide = true, value_enum, default_value = "interleaved")]
+    pub order: OrderArg,
+}
+
+/// Split `KNOBS... WORKLOAD [OPTIONS]` words: leading `K=V` words, then the workload.
+pub fn split_workload(words: &[String]) -> (Vec<String>, Vec<String>) {
+    let n = words
+        .iter()
+        .take_while(|w| w.contains('=') && !w.starts_with('-'))
+        .count();
+    (words[..n].to_vec(), words[n..].to_vec())
+}
+
+/// The command line, for the store.
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(char::is_whitespace) {
+                format!("'{a}'")
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn default_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    // Keep seeds short enough to type back.
+    (t ^ (std::process::id() as u64).rotate_left(32)) % 1_000_000_000
+}
+
+/// The progress bar: drawn between runs only (never ticking during a measurement).
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new(quiet: bool) -> Bar {
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr())
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:24}] {pos}/{len} runs  {elapsed}  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        Bar { bar }
+    }
+}
+
+fn fmt_eta(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+impl Observer for Bar {
+    fn progress(&mut self, p: &Progress) {
+        self.bar.set_length(p.max_runs as u64);
+        self.bar.set_position(p.runs as u64);
+        self.bar.set_prefix(if p.warmup {
+            "warm-up".to_string()
+        } else {
+            format!("round {}", p.round)
+        });
+        let cis: Vec<String> =
+            p.ci.iter()
+                .map(|(l, w)| {
+                    if w.is_finite() {
+                        format!("{l} ±{:.1}%", w * 100.0)
+                    } else {
+                        format!("{l} -")
+                    }
+                })
+                .collect();
+        let mut cis_text = cis.join(", ");
+        if cis_text.chars().count() > 60 {
+            let widest =
+                p.ci.iter()
+                    .map(|(_, w)| *w)
+                    .filter(|w| w.is_finite())
+                    .fold(0.0, f64::max);
+            cis_text = format!("widest CI ±{:.1}%", widest * 100.0);
+        }
+        let eta = p
+            .eta
+            .map(|e| format!("ETA {}  ", fmt_eta(e)))
+            .unwrap_or_default();
+        let failed = if p.failed > 0 {
+            format!("  {} failed", p.failed)
+        } else {
+            String::new()
+        };
+        self.bar.set_message(format!(
+            "{eta}CI {cis_text} (target ±{:.1}%){failed}",
+            p.target_ci * 100.0
+        ));
+    }
+
+    fn run_failed(&mut self, label: &str, error: &str) {
+        let first = error.lines().next().unwrap_or("");
+        self.bar
+            .println(format!("pmlab: run of {label} failed: {first}"));
+    }
+}
+
+/// SIGINT/SIGTERM/SIGHUP: set the stop flag (the protocol stops between runs) and cancel a
+/// running workload (its workers are killed), so that the experiment ends promptly; a second
+/// signal exits at once.
+fn install_signal_handlers(stop: &Arc<AtomicBool>) -> anyhow::Result<()> {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // A second signal while the first is being handled ends the process at once (exit 130);
+        // the knob journal restores the machine on the next pmlab run.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(stop))
+            .with_context(|| format!("installing a handler for signal {sig}"))?;
+        signal_hook::flag::register(sig, Arc::clone(stop))
+            .with_context(|| format!("installing a handler for signal {sig}"))?;
+    }
+    Ok(())
+}
+
+/// Pick the executor: the fake one when asked (tests), else the machine.
+fn executor(opts: &ExperimentOpts, seed: u64) -> anyhow::Result<Box<dyn Executor>> {
+    if let Some(fake) = &opts.fake_executor {
+        return Ok(Box::new(FakeExecutor::new(FakeSpec::parse(fake)?, seed)));
+    }
+    real_executor(opts)
+}
+
+/// The machine: knobs through the journaled transaction, the workloads, counter side metrics.
+fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
+    if opts.trace {
+        bail!("--trace needs pmlab_trace::record::Recorder, which is not on this branch yet; nothing was changed");
+    }
+    let knobs = Box::new(NoKnobs {
+        reason: "knob transactions (pmlab_kernel::knob::Transaction) are not on this branch yet; \
+                 only the machine as found (--a '' --b '') can be measured"
+            .into(),
+    });
+    let parse: WorkloadParser = Box::new(|words: &[String]| {
+        crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
+    });
+    let root = PathBuf::from("/");
+    Ok(Box::new(MachineExecutor::new(
+        root.clone(),
+        knobs,
+        parse,
+        vec![Box::new(CounterSource::new(root))],
+    )))
+}
+
+/// Run an experiment with the shared options and print its report.
+pub fn execute(
+    mut experiment: Experiment,
+    opts: &ExperimentOpts,
+    file_budget: Option<&spec::RunSpec>,
+) -> anyhow::Result<()> {
+    if let Some(r) = &opts.reference {
+        experiment.reference = experiment
+            .configurations
+            .iter()
+            .position(|c| &c.label == r)
+            .with_context(|| {
+                format!(
+                    "--reference {r}: no configuration has that label (labels: {})",
+                    experiment
+                        .configurations
+                        .iter()
+                        .map(|c| c.label.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+    }
+    for (hook, value) in [
+        (&mut experiment.hooks.setup, &opts.setup),
+        (&mut experiment.hooks.prepare, &opts.prepare),
+        (&mut experiment.hooks.cleanup, &opts.cleanup),
+    ] {
+        if value.is_some() {
+            *hook = value.clone();
+        }
+    }
+    let seed = opts
+        .seed
+        .or(file_budget.and_then(|f| f.seed))
+        .unwrap_or_else(default_seed);
+    let budget = Budget {
+        target_ci: opts
+            .target_ci
+            .or(file_budget.and_then(|f| f.target_ci))
+            .unwrap_or(0.01),
+        max_runs: opts
+            .max_runs
+            .map(|n| n as usize)
+            .or(file_budget.and_then(|f| f.max_runs)),
+        max_time: opts.max_time.or(file_budget.and_then(|f| f.max_time)),
+        min_rounds: opts.min_rounds as usize,
+        seed,
+        order: match opts.order {
+            OrderArg::Interleaved => Order::Interleaved,
+            OrderArg::Sequential => Order::Sequential,
+        },
+        stop_when_decided: !opts.no_early_stop,
+        warmup: true,
+    };
+    let side = SideSelection::parse(&opts.side);
+    let mut exec = executor(opts, seed)?;
+    // Validate before the store is opened or created: bad input changes nothing.
+    exec.validate(&experiment)?;
+    let mut store = Store::open(&opts.db)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    install_signal_handlers(&stop)?;
+    let mut bar = Bar::new(opts.quiet);
+    let result = protocol::run_experiment(
+        &mut store,
+        exec.as_mut(),
+        &experiment,
+        &budget,
+        &command_line(),
+        &stop,
+        &mut bar,
+    );
+    bar.bar.finish_and_clear();
+    let outcome: Outcome = match result {
+        Ok(o) => o,
+        Err(ProtocolError::Restore { error, outcome }) => {
+            print_report(&store, outcome.experiment_id, &side, opts.format)?;
+            bail!(
+                "experiment {} ran, but restoring the machine failed: {error}",
+                outcome.experiment_id
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print_report(&store, outcome.experiment_id, &side, opts.format)?;
+    match outcome.stop {
+        protocol::StopReason::Interrupted => bail!(
+            "interrupted: {} measured runs are stored in experiment {} (marked incomplete) in {}; knobs restored",
+            outcome.runs,
+            outcome.experiment_id,
+            opts.db.display()
+        ),
+        protocol::StopReason::Error(e) => bail!("experiment {} stopped on an error: {e}", outcome.experiment_id),
+        _ => {
+            eprintln!("pmlab: experiment {} stored in {} ({})", outcome.experiment_id, opts.db.display(), outcome.stop_description);
+            Ok(())
+        }
+    }
+}
+
+fn print_report(
+    store: &Store,
+    id: i64,
+    side: &SideSelection,
+    format: FormatArg,
+) -> anyhow::Result<()> {
+    let e = store.load(id)?;
+    let report = Report::of(&e, None, side).map_err(anyhow::Error::msg)?;
+    print!("{}", format.format().renderer().render(&report)?);
+    Ok(())
+}
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    /// The spec file (TOML).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub opts: ExperimentOpts,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab run-spec` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    let spec = spec::parse_run_spec(&args.file, &text)?;
+    execute(spec.experiment.clone(), &args.opts, Some(&spec))
 }

@@ -1,0 +1,394 @@
+//! The `Executor` trait — what the protocol asks of the machine (validate, configure, run,
+//! hooks, restore) — and the fake executor that makes scheduling and statistics tests
+//! deterministic (hyperfine style; the CLI exposes it behind a hidden `--fake-executor SPEC`).
+
+use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
+use crate::system::SystemSnapshot;
+use pmlab_kernel::{Direction, Metric};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why an executor refused or failed outside a single run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// Bad input, found before anything ran (unknown knob or value, bad workload).
+    #[error("{0}")]
+    Invalid(String),
+    /// The machine could not be configured or restored.
+    #[error("{0}")]
+    Machine(String),
+}
+
+/// Which hook a command is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    Setup,
+    Prepare,
+    Cleanup,
+}
+
+impl HookKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::Setup => "setup",
+            HookKind::Prepare => "prepare",
+            HookKind::Cleanup => "cleanup",
+        }
+    }
+}
+
+/// Where a run sits in the experiment.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub experiment_id: i64,
+    pub configuration: usize,
+    pub workload: usize,
+    pub round: usize,
+    pub warmup: bool,
+    /// Runs started so far in this experiment (warm-ups included), before this one.
+    pub sequence: usize,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutput {
+    /// The workload's metrics, primary first.
+    pub metrics: Vec<Metric>,
+    /// Side metrics: counter deltas, trace analyses.
+    pub side_metrics: Vec<Metric>,
+    pub trace_path: Option<PathBuf>,
+}
+
+/// What the protocol needs from the machine. Implementations: the real one (knobs through the
+/// journaled transaction, workloads, counters) and [`FakeExecutor`].
+pub trait Executor {
+    /// Check every configuration and workload without changing anything.
+    fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError>;
+    /// The system snapshot, with the current values of the experiment's knobs.
+    fn snapshot(&mut self, experiment: &Experiment) -> SystemSnapshot;
+    /// Put the machine in this configuration: as found, plus its knobs.
+    fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError>;
+    /// One measured run of a workload in the current configuration. The error is recorded.
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String>;
+    /// Run a hook command (default: `sh -c COMMAND`, failing on a non-zero exit).
+    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), String> {
+        run_shell(kind, command)
+    }
+    /// Put the machine back as found. Called at the end and on every interruption.
+    fn restore(&mut self) -> Result<(), ExecError>;
+}
+
+/// Run a hook through `sh -c`.
+pub fn run_shell(kind: HookKind, command: &str) -> Result<(), String> {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .status()
+        .map_err(|e| format!("{} hook `{command}`: {e}", kind.as_str()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} hook `{command}` failed: {status}",
+            kind.as_str()
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fake executor.
+
+/// Noise distribution of the fake executor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FakeDistribution {
+    Normal,
+    /// Log-normal with the given sd of log values (skewed to the right).
+    LogNormal,
+}
+
+/// Settings of the fake executor, parsed from `key=value,key=value`.
+///
+/// Keys: `mean` (100), `sd` (1, in metric units), `drift` (0, added per run started, warm-ups
+/// included), `dist` (`normal` | `lognormal`), `seed` (the experiment seed), `fail_at` (a run
+/// sequence number that fails), `sleep_ms` (0, per run), `log` (a file that gets one line per
+/// event), `direction` (`lower` | `higher`), `unit` (`us/op`).
+/// Configurations set per-configuration values with knobs `fake.mean=X`, `fake.sd=X`,
+/// `fake.fail=1` (every run fails); any other knob is refused as unknown, like the real one.
+#[derive(Debug, Clone)]
+pub struct FakeSpec {
+    pub mean: f64,
+    pub sd: f64,
+    pub drift: f64,
+    pub distribution: FakeDistribution,
+    pub seed: Option<u64>,
+    pub fail_at: Option<usize>,
+    pub sleep: Duration,
+    pub log: Option<PathBuf>,
+    pub direction: Direction,
+    pub unit: String,
+}
+
+impl FakeSpec {
+    pub fn parse(s: &str) -> Result<FakeSpec, ExecError> {
+        let mut spec = FakeSpec {
+            mean: 100.0,
+            sd: 1.0,
+            drift: 0.0,
+            distribution: FakeDistribution::Normal,
+            seed: None,
+            fail_at: None,
+            sleep: Duration::ZERO,
+            log: None,
+            direction: Direction::Lower,
+            unit: "us/op".into(),
+        };
+        let bad = |item: &str, why: &str| {
+            ExecError::Invalid(format!("fake executor spec `{item}`: {why}"))
+        };
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| bad(item, "not key=value"))?;
+            let number = || value.parse::<f64>().map_err(|_| bad(item, "not a number"));
+            match key {
+                "mean" => spec.mean = number()?,
+                "sd" => spec.sd = number()?,
+                "drift" => spec.drift = number()?,
+                "dist" => {
+                    spec.distribution = match value {
+                        "normal" => FakeDistribution::Normal,
+                        "lognormal" => FakeDistribution::LogNormal,
+                        _ => return Err(bad(item, "dist is normal or lognormal")),
+                    }
+                }
+                "seed" => spec.seed = Some(value.parse().map_err(|_| bad(item, "not an integer"))?),
+                "fail_at" => {
+                    spec.fail_at = Some(value.parse().map_err(|_| bad(item, "not an integer"))?)
+                }
+                "sleep_ms" => spec.sleep = Duration::from_secs_f64(number()? / 1000.0),
+                "log" => spec.log = Some(PathBuf::from(value)),
+                "direction" => {
+                    spec.direction = match value {
+                        "lower" => Direction::Lower,
+                        "higher" => Direction::Higher,
+                        _ => return Err(bad(item, "direction is lower or higher")),
+                    }
+                }
+                "unit" => spec.unit = value.to_string(),
+                _ => return Err(bad(item, "unknown key")),
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// A deterministic stand-in for the machine: values are `mean + drift·sequence + noise`.
+pub struct FakeExecutor {
+    spec: FakeSpec,
+    rng: ChaCha8Rng,
+    current: Option<Configuration>,
+    /// Every event, in order (also appended to `spec.log` when set).
+    pub events: Vec<String>,
+}
+
+impl FakeExecutor {
+    /// A fake executor; its noise is seeded by `spec.seed`, else by `experiment_seed`.
+    pub fn new(spec: FakeSpec, experiment_seed: u64) -> FakeExecutor {
+        let seed = spec.seed.unwrap_or(experiment_seed) ^ 0x9E37_79B9_7F4A_7C15;
+        FakeExecutor {
+            spec,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            current: None,
+            events: Vec::new(),
+        }
+    }
+
+    fn log(&mut self, event: String) {
+        if let Some(path) = &self.spec.log {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{event}");
+            }
+        }
+        self.events.push(event);
+    }
+
+    fn knob(&self, name: &str) -> Option<f64> {
+        let c = self.current.as_ref()?;
+        c.knobs.iter().find_map(|k| {
+            let (n, v) = split_assignment(k).ok()?;
+            (n == name).then(|| v.parse().ok()).flatten()
+        })
+    }
+
+    /// A standard normal variate (Box–Muller).
+    fn gaussian(&mut self) -> f64 {
+        let u1: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+        let u2: f64 = self.rng.gen();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+/// Knob names the fake executor gives a meaning to.
+const FAKE_KNOBS: &[&str] = &["fake.mean", "fake.sd", "fake.fail"];
+
+impl Executor for FakeExecutor {
+    fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
+        for c in &experiment.configurations {
+            for k in &c.knobs {
+                let (name, value) =
+                    split_assignment(k).map_err(|e| ExecError::Invalid(e.to_string()))?;
+                if !FAKE_KNOBS.contains(&name) {
+                    return Err(ExecError::Invalid(format!(
+                        "unknown knob `{name}` (the fake executor knows {})",
+                        FAKE_KNOBS.join(", ")
+                    )));
+                }
+                if value.parse::<f64>().is_err() {
+                    return Err(ExecError::Invalid(format!(
+                        "knob `{name}`: value `{value}` is not a number"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, experiment: &Experiment) -> SystemSnapshot {
+        SystemSnapshot {
+            kernel_release: "fake".into(),
+            cpu_model: "fake executor".into(),
+            cpus: 1,
+            virtualization: "none".into(),
+            knobs: experiment
+                .all_knob_names()
+                .into_iter()
+                .map(|n| (n, "0".to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError> {
+        self.log(format!("configure {}", configuration.label));
+        self.current = Some(configuration.clone());
+        Ok(())
+    }
+
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String> {
+        let label = self
+            .current
+            .as_ref()
+            .map(|c| c.label.clone())
+            .unwrap_or_default();
+        let kind = if context.warmup { "warmup" } else { "run" };
+        self.log(format!(
+            "{kind} {label} {} round={}",
+            workload.label, context.round
+        ));
+        if !self.spec.sleep.is_zero() {
+            std::thread::sleep(self.spec.sleep);
+        }
+        // Draw the noise first so that a failure does not shift later values.
+        let z = self.gaussian();
+        let z_side = self.gaussian();
+        if self.spec.fail_at == Some(context.sequence)
+            || self.knob("fake.fail").is_some_and(|f| f != 0.0)
+        {
+            return Err(format!("fake failure in run {}", context.sequence));
+        }
+        let mean = self.knob("fake.mean").unwrap_or(self.spec.mean);
+        let sd = self.knob("fake.sd").unwrap_or(self.spec.sd);
+        let noise = match self.spec.distribution {
+            FakeDistribution::Normal => sd * z,
+            // Right-skewed noise with roughly the same spread.
+            FakeDistribution::LogNormal => mean * ((sd / mean * z).exp() - 1.0),
+        };
+        let value = mean + self.spec.drift * context.sequence as f64 + noise;
+        Ok(RunOutput {
+            metrics: vec![Metric::new(
+                "fake.time",
+                value,
+                self.spec.unit.clone(),
+                self.spec.direction,
+            )],
+            side_metrics: vec![
+                Metric::new(
+                    "fake.idle_residency",
+                    50.0 + mean / 10.0 + z_side,
+                    "%",
+                    Direction::Neutral,
+                ),
+                Metric::new(
+                    "fake.ipis",
+                    1000.0 + 10.0 * z_side,
+                    "1/s",
+                    Direction::Neutral,
+                ),
+            ],
+            trace_path: None,
+        })
+    }
+
+    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), String> {
+        self.log(format!("hook {}", kind.as_str()));
+        run_shell(kind, command)
+    }
+
+    fn restore(&mut self) -> Result<(), ExecError> {
+        self.log("restore".into());
+        self.current = None;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_spec_parses_and_refuses() {
+        let s = FakeSpec::parse(
+            "mean=5, sd=0.5,drift=0.1,dist=lognormal,fail_at=3,sleep_ms=2,direction=higher",
+        )
+        .unwrap();
+        assert_eq!((s.mean, s.sd, s.drift, s.fail_at), (5.0, 0.5, 0.1, Some(3)));
+        assert_eq!(s.distribution, FakeDistribution::LogNormal);
+        assert_eq!(s.sleep, Duration::from_millis(2));
+        assert!(FakeSpec::parse("bogus=1").is_err());
+        assert!(FakeSpec::parse("mean=x").is_err());
+        assert!(FakeSpec::parse("mean").is_err());
+    }
+
+    #[test]
+    fn fake_values_are_deterministic() {
+        let w = WorkloadDef::new(vec!["pipe".into()]).unwrap();
+        let c = Configuration::parse("a", "fake.mean=10").unwrap();
+        let values = |seed| {
+            let mut f = FakeExecutor::new(FakeSpec::parse("").unwrap(), seed);
+            f.configure(&c).unwrap();
+            (0..5)
+                .map(|i| {
+                    let ctx = RunContext {
+                        experiment_id: 1,
+                        configuration: 0,
+                        workload: 0,
+                        round: 1,
+                        warmup: false,
+                        sequence: i,
+                    };
+                    f.run(&w, &ctx).unwrap().metrics[0].value
+                })
+                .collect::<Vec<f64>>()
+        };
+        assert_eq!(values(1), values(1));
+        assert_ne!(values(1), values(2));
+        assert!(values(1).iter().all(|v| (*v - 10.0).abs() < 6.0));
+    }
+}

@@ -1,0 +1,310 @@
+//! The real executor: knobs through a [`Knobs`] backend (the journaled kernel transaction),
+//! the built-in workloads, and side metrics from [`SideSource`]s (counter deltas, traces)
+//! taken right around each workload's measured part.
+
+use crate::executor::{ExecError, Executor, RunContext, RunOutput};
+use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
+use crate::system::SystemSnapshot;
+use pmlab_kernel::Metric;
+use pmlab_workload::{Probe, WorkloadError, WorkloadSpec};
+use std::path::PathBuf;
+
+/// How knobs are validated, read, set and restored.
+pub trait Knobs {
+    /// Check assignments without writing anything.
+    fn validate(&self, assignments: &[String]) -> Result<(), String>;
+    /// Current values of knobs (names with `@CPUS`), for the system snapshot.
+    fn read(&self, names: &[String]) -> Vec<(String, String)>;
+    /// Machine = as found + these assignments (knobs set by an earlier call and absent here go back).
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String>;
+    /// Every knob back as found.
+    fn restore(&mut self) -> Result<(), String>;
+}
+
+/// A backend without knob support: the machine as found only.
+pub struct NoKnobs {
+    /// Why knobs are unavailable (said when one is asked for).
+    pub reason: String,
+}
+
+impl Knobs for NoKnobs {
+    fn validate(&self, assignments: &[String]) -> Result<(), String> {
+        match assignments.first() {
+            None => Ok(()),
+            Some(a) => Err(format!("cannot set `{a}`: {}", self.reason)),
+        }
+    }
+    fn read(&self, _: &[String]) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
+        self.validate(assignments)
+    }
+    fn restore(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A source of side metrics around the measured part of a run.
+pub trait SideSource {
+    fn before(&mut self) -> Result<(), String>;
+    fn after(&mut self) -> Result<Vec<Metric>, String>;
+    /// A trace file written by this source for the last run, if any.
+    fn trace_path(&mut self) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// Counter deltas (cpuidle, interrupts by kind, softirqs, context switches, RAPL) around the
+/// measured part, from `pmlab_kernel::counters`.
+pub struct CounterSource {
+    root: PathBuf,
+    before: Option<pmlab_kernel::counters::Snapshot>,
+}
+
+impl CounterSource {
+    pub fn new(root: PathBuf) -> Self {
+        CounterSource { root, before: None }
+    }
+}
+
+impl SideSource for CounterSource {
+    fn before(&mut self) -> Result<(), String> {
+        self.before =
+            Some(pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+    fn after(&mut self) -> Result<Vec<Metric>, String> {
+        let after =
+            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?;
+        match self.before.take() {
+            Some(before) => Ok(pmlab_kernel::counters::delta_metrics(&before, &after)),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Turns `pmlab run` words into a workload spec (the CLI's own parser).
+pub type WorkloadParser = Box<dyn Fn(&[String]) -> Result<WorkloadSpec, String>>;
+
+/// The executor that runs experiments on this machine.
+pub struct MachineExecutor {
+    root: PathBuf,
+    knobs: Box<dyn Knobs>,
+    parse: WorkloadParser,
+    specs: Vec<WorkloadSpec>,
+    sources: Vec<Box<dyn SideSource>>,
+}
+
+impl MachineExecutor {
+    /// `root` is `/` in production (a fake tree in tests: only the system snapshot reads it).
+    pub fn new(
+        root: PathBuf,
+        knobs: Box<dyn Knobs>,
+        parse: WorkloadParser,
+        sources: Vec<Box<dyn SideSource>>,
+    ) -> Self {
+        MachineExecutor {
+            root,
+            knobs,
+            parse,
+            specs: Vec::new(),
+            sources,
+        }
+    }
+}
+
+/// Calls every side source around the measured part and keeps what they report.
+struct SourcesProbe<'a> {
+    sources: &'a mut [Box<dyn SideSource>],
+    metrics: Vec<Metric>,
+}
+
+impl Probe for SourcesProbe<'_> {
+    fn before(&mut self) -> Result<(), String> {
+        for s in self.sources.iter_mut() {
+            s.before()?;
+        }
+        Ok(())
+    }
+    fn after(&mut self) -> Result<(), String> {
+        for s in self.sources.iter_mut() {
+            self.metrics.extend(s.after()?);
+        }
+        Ok(())
+    }
+}
+
+impl Executor for MachineExecutor {
+    fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
+        let mut specs = Vec::new();
+        for w in &experiment.workloads {
+            specs.push((self.parse)(&w.argv).map_err(ExecError::Invalid)?);
+        }
+        for c in &experiment.configurations {
+            for k in &c.knobs {
+                split_assignment(k).map_err(|e| ExecError::Invalid(e.to_string()))?;
+            }
+            self.knobs
+                .validate(&c.knobs)
+                .map_err(|e| ExecError::Invalid(format!("configuration `{}`: {e}", c.label)))?;
+        }
+        self.specs = specs;
+        Ok(())
+    }
+
+    fn snapshot(&mut self, experiment: &Experiment) -> SystemSnapshot {
+        let mut s = SystemSnapshot::read(&self.root);
+        s.knobs = self.knobs.read(&experiment.all_knob_names());
+        s
+    }
+
+    fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError> {
+        self.knobs
+            .switch_to(&configuration.knobs)
+            .map_err(ExecError::Machine)
+    }
+
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String> {
+        let spec = match self.specs.get(context.workload) {
+            Some(s) => s.clone(),
+            None => (self.parse)(&workload.argv)?,
+        };
+        let mut probe = SourcesProbe {
+            sources: &mut self.sources,
+            metrics: Vec::new(),
+        };
+        let result = pmlab_workload::run(&spec, &mut probe);
+        let side_metrics = std::mem::take(&mut probe.metrics);
+        let trace_path = self.sources.iter_mut().find_map(|s| s.trace_path());
+        match result {
+            Ok(r) => Ok(RunOutput {
+                metrics: r.metrics,
+                side_metrics,
+                trace_path,
+            }),
+            Err(WorkloadError::Cancelled) => Err("interrupted".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn restore(&mut self) -> Result<(), ExecError> {
+        self.knobs.restore().map_err(ExecError::Machine)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Kind;
+
+    struct LogKnobs(std::rc::Rc<std::cell::RefCell<Vec<String>>>);
+    impl Knobs for LogKnobs {
+        fn validate(&self, a: &[String]) -> Result<(), String> {
+            match a.iter().find(|k| k.starts_with("bad")) {
+                Some(k) => Err(format!("unknown knob `{k}`")),
+                None => Ok(()),
+            }
+        }
+        fn read(&self, names: &[String]) -> Vec<(String, String)> {
+            names.iter().map(|n| (n.clone(), "0".into())).collect()
+        }
+        fn switch_to(&mut self, a: &[String]) -> Result<(), String> {
+            self.0.borrow_mut().push(format!("switch {}", a.join(" ")));
+            Ok(())
+        }
+        fn restore(&mut self) -> Result<(), String> {
+            self.0.borrow_mut().push("restore".into());
+            Ok(())
+        }
+    }
+
+    fn parse(words: &[String]) -> Result<WorkloadSpec, String> {
+        match words.first().map(String::as_str) {
+            Some("idle") => Ok(WorkloadSpec::Idle {
+                duration: pmlab_kernel::Nanos(1_000_000),
+            }),
+            _ => Err(format!("unknown workload {words:?}")),
+        }
+    }
+
+    struct CountSource(usize);
+    impl SideSource for CountSource {
+        fn before(&mut self) -> Result<(), String> {
+            self.0 += 1;
+            Ok(())
+        }
+        fn after(&mut self) -> Result<Vec<Metric>, String> {
+            Ok(vec![Metric::new(
+                "count",
+                self.0 as f64,
+                "",
+                pmlab_kernel::Direction::Neutral,
+            )])
+        }
+    }
+
+    #[test]
+    fn runs_a_real_workload_with_side_metrics_and_knobs() {
+        let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut m = MachineExecutor::new(
+            PathBuf::from("/"),
+            Box::new(LogKnobs(log.clone())),
+            Box::new(parse),
+            vec![Box::new(CountSource(0))],
+        );
+        let exp = Experiment::new(
+            Kind::Compare,
+            "t".into(),
+            vec![Configuration::parse("a", "x.y=1").unwrap()],
+            vec![WorkloadDef::new(vec!["idle".into()]).unwrap()],
+            None,
+        )
+        .unwrap();
+        m.validate(&exp).unwrap();
+        assert_eq!(
+            m.snapshot(&exp).knobs,
+            vec![("x.y".to_string(), "0".to_string())]
+        );
+        m.configure(&exp.configurations[0]).unwrap();
+        let ctx = RunContext {
+            experiment_id: 1,
+            configuration: 0,
+            workload: 0,
+            round: 1,
+            warmup: false,
+            sequence: 0,
+        };
+        let out = m.run(&exp.workloads[0], &ctx).unwrap();
+        assert!(!out.metrics.is_empty());
+        assert_eq!(out.side_metrics[0].value, 1.0);
+        m.restore().unwrap();
+        assert_eq!(
+            *log.borrow(),
+            vec!["switch x.y=1".to_string(), "restore".to_string()]
+        );
+
+        let bad = Experiment::new(
+            Kind::Compare,
+            "t".into(),
+            vec![Configuration::parse("a", "bad.knob=1").unwrap()],
+            vec![WorkloadDef::new(vec!["idle".into()]).unwrap()],
+            None,
+        )
+        .unwrap();
+        assert!(m
+            .validate(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown knob `bad.knob=1`"));
+        let mut bad_w = bad.clone();
+        bad_w.configurations[0].knobs.clear();
+        bad_w.workloads[0].argv = vec!["warp".into()];
+        assert!(m.validate(&bad_w).is_err());
+        assert!(NoKnobs {
+            reason: "no".into()
+        }
+        .validate(&["a=1".into()])
+        .is_err());
+    }
+}

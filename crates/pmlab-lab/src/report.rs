@@ -1,0 +1,732 @@
+//! Statistics derived at read time from a stored experiment: per workload, per configuration,
+//! the primary metric's summary and verdict against its baseline, side metrics beside it, and
+//! the knee of a sweep. Renderers (`render`) turn a [`Report`] into text.
+
+use crate::stats::{self, Comparison, Summary};
+use crate::store::{format_time, MetricKey, RunStatus, StoredExperiment};
+use crate::system::SystemSnapshot;
+use pmlab_kernel::Direction;
+use serde::Serialize;
+
+/// Side metrics shown beside the primary metric by default, when the runs have them
+/// (counter names from `pmlab_kernel::counters`; `fake.*` from the fake executor).
+pub const DEFAULT_SIDE_METRICS: &[&str] = &[
+    "idle.POLL.time_ms",
+    "irq.CAL.per_s",
+    "irq.RES.per_s",
+    "idle.exits_per_s",
+    "idle.share_pct",
+    "ctxt.per_s",
+    "power.W",
+    "energy.J",
+    "fake.idle_residency",
+    "fake.ipis",
+];
+
+/// At most this many side metrics are shown as columns beside the primary metric; all the
+/// selected ones also go to a second table (one row per metric) when there are more.
+pub const INLINE_SIDE_METRICS: usize = 4;
+
+/// Which side metrics a report shows.
+#[derive(Debug, Clone, Default)]
+pub enum SideSelection {
+    /// [`DEFAULT_SIDE_METRICS`] that are present.
+    #[default]
+    Default,
+    /// Every total (not per-CPU) side metric.
+    AllTotals,
+    /// Every side metric, per-CPU ones included.
+    All,
+    /// Names or prefixes ending in `*`.
+    Names(Vec<String>),
+}
+
+impl SideSelection {
+    pub fn parse(s: &str) -> SideSelection {
+        match s {
+            "default" => SideSelection::Default,
+            "all" => SideSelection::All,
+            "totals" => SideSelection::AllTotals,
+            "none" | "" => SideSelection::Names(Vec::new()),
+            list => SideSelection::Names(list.split(',').map(|x| x.trim().to_string()).collect()),
+        }
+    }
+
+    fn pick(&self, keys: &[MetricKey]) -> Vec<MetricKey> {
+        let side = keys.iter().filter(|k| k.side);
+        match self {
+            SideSelection::Default => DEFAULT_SIDE_METRICS
+                .iter()
+                .filter_map(|n| keys.iter().find(|k| k.side && k.name == *n).cloned())
+                .collect(),
+            SideSelection::AllTotals => side.filter(|k| !k.name.contains('@')).cloned().collect(),
+            SideSelection::All => side.cloned().collect(),
+            SideSelection::Names(names) => {
+                let mut out: Vec<MetricKey> = Vec::new();
+                for n in names {
+                    for k in keys.iter().filter(|k| k.side) {
+                        let hit = match n.strip_suffix('*') {
+                            Some(prefix) => k.name.starts_with(prefix),
+                            None => &k.name == n,
+                        };
+                        if hit && !out.iter().any(|o| o.name == k.name) {
+                            out.push(k.clone());
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// A side metric of one row.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideCell {
+    pub name: String,
+    pub unit: String,
+    pub summary: Option<Summary>,
+    pub comparison: Option<Comparison>,
+}
+
+/// One configuration of one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub label: String,
+    /// The knobs, or `as found`.
+    pub knobs: String,
+    /// Measured runs (ok + failed) and failures.
+    pub runs: usize,
+    pub failed: usize,
+    pub primary: Option<Summary>,
+    /// The label of the row this one is compared with (None for the reference itself).
+    pub versus: Option<String>,
+    pub comparison: Option<Comparison>,
+    pub side: Vec<SideCell>,
+    /// Raw primary values in run order (for JSON consumers).
+    pub values: Vec<f64>,
+}
+
+/// The knee of a sweep, by label.
+#[derive(Debug, Clone, Serialize)]
+pub struct KneeReport {
+    pub label: String,
+    pub best: String,
+    /// Noise margin, as a fraction of the best mean.
+    pub margin: f64,
+}
+
+/// One workload's table.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadReport {
+    pub label: String,
+    pub primary: Option<MetricKey>,
+    pub rows: Vec<Row>,
+    pub side_metrics: Vec<MetricKey>,
+    pub knee: Option<KneeReport>,
+}
+
+/// Header facts of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Header {
+    /// e.g. `experiment 12 (sweep)` or `experiments 3 vs 7`.
+    pub title: String,
+    pub ids: Vec<i64>,
+    pub kind: String,
+    pub name: String,
+    pub status: String,
+    pub stop_reason: String,
+    pub seed: u64,
+    pub started: String,
+    pub rounds: usize,
+    pub runs: usize,
+    pub failed_runs: usize,
+    pub target_ci: f64,
+    pub command: String,
+}
+
+/// Everything the renderers need.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub header: Header,
+    pub systems: Vec<SystemSnapshot>,
+    pub workloads: Vec<WorkloadReport>,
+    /// Lines worth saying under the tables (failed runs, outliers, skew, boots differ).
+    pub notes: Vec<String>,
+}
+
+fn summarise(xs: &[f64]) -> Option<Summary> {
+    Summary::of(xs)
+}
+
+fn header_of(e: &StoredExperiment) -> Header {
+    let rounds = e
+        .runs
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| r.round)
+        .max()
+        .unwrap_or(0);
+    Header {
+        title: format!("experiment {} ({})", e.info.id, e.info.kind),
+        ids: vec![e.info.id],
+        kind: e.info.kind.clone(),
+        name: e.info.name.clone(),
+        status: e.info.status.as_str().to_string(),
+        stop_reason: e.info.stop_reason.clone().unwrap_or_default(),
+        seed: e.info.seed,
+        started: format_time(e.info.created_ns),
+        rounds,
+        runs: e.info.runs,
+        failed_runs: e.info.failed_runs,
+        target_ci: e.info.target_ci,
+        command: e.info.command.clone(),
+    }
+}
+
+/// A row's values for one workload and configuration of an experiment.
+struct Source<'a> {
+    experiment: &'a StoredExperiment,
+    workload: usize,
+    configuration: usize,
+    label: String,
+}
+
+impl Source<'_> {
+    fn samples(&self, metric: &str) -> Vec<f64> {
+        self.experiment
+            .samples(self.workload, self.configuration, metric)
+    }
+}
+
+fn build_rows(
+    sources: &[Source],
+    baselines: &[Option<usize>],
+    primary: Option<&MetricKey>,
+    side: &[MetricKey],
+) -> Vec<Row> {
+    sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let values = primary.map(|p| s.samples(&p.name)).unwrap_or_default();
+            let baseline = baselines[i].map(|b| &sources[b]);
+            let comparison = match (primary, baseline) {
+                (Some(p), Some(b)) => Some(stats::compare(
+                    &b.samples(&p.name),
+                    &values,
+                    p.direction,
+                    true,
+                )),
+                _ => None,
+            };
+            let measured: Vec<_> = s
+                .experiment
+                .runs
+                .iter()
+                .filter(|r| {
+                    r.workload == s.workload && r.configuration == s.configuration && !r.warmup
+                })
+                .collect();
+            let side = side
+                .iter()
+                .map(|k| {
+                    let xs = s.samples(&k.name);
+                    SideCell {
+                        name: k.name.clone(),
+                        unit: k.unit.clone(),
+                        summary: summarise(&xs),
+                        comparison: baseline
+                            .map(|b| stats::compare(&b.samples(&k.name), &xs, k.direction, false)),
+                    }
+                })
+                .collect();
+            let conf = &s.experiment.configurations[s.configuration];
+            Row {
+                label: s.label.clone(),
+                knobs: if conf.knobs.is_empty() {
+                    "as found".into()
+                } else {
+                    conf.knobs.join(" ")
+                },
+                runs: measured.len(),
+                failed: measured
+                    .iter()
+                    .filter(|r| r.status != RunStatus::Ok)
+                    .count(),
+                primary: summarise(&values),
+                versus: baseline.map(|b| b.label.clone()),
+                comparison,
+                side,
+                values,
+            }
+        })
+        .collect()
+}
+
+fn notes_for(rows: &[Row], workload: &str, multi: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    let prefix = if multi {
+        format!("{workload}: ")
+    } else {
+        String::new()
+    };
+    for r in rows {
+        if r.failed > 0 {
+            notes.push(format!(
+                "{prefix}{}: {} of {} runs failed (kept out of the statistics)",
+                r.label, r.failed, r.runs
+            ));
+        }
+        if let Some(s) = &r.primary {
+            if !s.outliers.is_empty() {
+                notes.push(format!(
+                    "{prefix}{}: {} outlier(s) by MAD, kept",
+                    r.label,
+                    s.outliers.len()
+                ));
+            }
+        }
+        if let Some(c) = &r.comparison {
+            if let Some(m) = &c.mann_whitney {
+                notes.push(format!(
+                    "{prefix}{}: skewed sample, Mann-Whitney U p = {:.3}",
+                    r.label, m.p
+                ));
+            }
+        }
+    }
+    notes
+}
+
+fn unit_of(primary: &Option<MetricKey>) -> String {
+    primary.as_ref().map(|p| p.unit.clone()).unwrap_or_default()
+}
+
+impl Report {
+    /// The report of one experiment. `reference` overrides the stored reference (a label).
+    pub fn of(
+        e: &StoredExperiment,
+        reference: Option<&str>,
+        side: &SideSelection,
+    ) -> Result<Report, String> {
+        let reference = match reference {
+            None => e
+                .info
+                .reference
+                .min(e.configurations.len().saturating_sub(1)),
+            Some(l) => e
+                .configurations
+                .iter()
+                .position(|c| c.label == l)
+                .ok_or_else(|| {
+                    format!(
+                        "no configuration labelled `{l}` (there are: {})",
+                        e.configurations
+                            .iter()
+                            .map(|c| c.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?,
+        };
+        let mut workloads = Vec::new();
+        let mut notes = Vec::new();
+        let multi = e.workloads.len() > 1;
+        for (w, wl) in e.workloads.iter().enumerate() {
+            let primary = e.primary_metric(w);
+            let side_keys = side.pick(&e.metric_keys(w));
+            let sources: Vec<Source> = e
+                .configurations
+                .iter()
+                .enumerate()
+                .map(|(c, conf)| Source {
+                    experiment: e,
+                    workload: w,
+                    configuration: c,
+                    label: conf.label.clone(),
+                })
+                .collect();
+            let baselines: Vec<Option<usize>> = (0..sources.len())
+                .map(|c| (c != reference).then_some(reference))
+                .collect();
+            let rows = build_rows(&sources, &baselines, primary.as_ref(), &side_keys);
+            let is_sweep = e.info.kind == "sweep" || !e.swept.is_empty();
+            let knee = match (&primary, is_sweep && rows.len() >= 2) {
+                (Some(p), true) => {
+                    let samples: Vec<Vec<f64>> = rows.iter().map(|r| r.values.clone()).collect();
+                    stats::knee(&samples, p.direction, e.info.target_ci).map(|k| KneeReport {
+                        label: rows[k.index].label.clone(),
+                        best: rows[k.best].label.clone(),
+                        margin: k.margin,
+                    })
+                }
+                _ => None,
+            };
+            notes.extend(notes_for(&rows, &wl.label, multi));
+            workloads.push(WorkloadReport {
+                label: wl.label.clone(),
+                primary,
+                rows,
+                side_metrics: side_keys,
+                knee,
+            });
+        }
+        Ok(Report {
+            header: header_of(e),
+            systems: e.system.iter().cloned().collect(),
+            workloads,
+            notes,
+        })
+    }
+
+    /// Compare two experiments (e.g. before/after a kernel change, different boots): every
+    /// configuration of `b` against the configuration of `a` with the same label, or against
+    /// `a`'s reference. Workloads are matched by label (or paired when each has one).
+    pub fn cross(
+        a: &StoredExperiment,
+        b: &StoredExperiment,
+        side: &SideSelection,
+    ) -> Result<Report, String> {
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        if a.workloads.len() == 1 && b.workloads.len() == 1 {
+            pairs.push((0, 0));
+        } else {
+            for (i, w) in a.workloads.iter().enumerate() {
+                if let Some(j) = b.workloads.iter().position(|x| x.label == w.label) {
+                    pairs.push((i, j));
+                }
+            }
+        }
+        if pairs.is_empty() {
+            return Err(format!(
+                "experiments {} and {} have no workload in common",
+                a.info.id, b.info.id
+            ));
+        }
+        let mut workloads = Vec::new();
+        let mut notes = Vec::new();
+        for (wa, wb) in pairs {
+            let primary = a.primary_metric(wa);
+            if let (Some(pa), Some(pb)) = (&primary, b.primary_metric(wb)) {
+                if pa.name != pb.name {
+                    return Err(format!(
+                        "primary metrics differ: {} vs {}",
+                        pa.name, pb.name
+                    ));
+                }
+            }
+            let mut keys = a.metric_keys(wa);
+            keys.retain(|k| b.metric_keys(wb).iter().any(|x| x.name == k.name));
+            let side_keys = side.pick(&keys);
+            let mut sources: Vec<Source> = Vec::new();
+            for (c, conf) in a.configurations.iter().enumerate() {
+                sources.push(Source {
+                    experiment: a,
+                    workload: wa,
+                    configuration: c,
+                    label: format!("#{} {}", a.info.id, conf.label),
+                });
+            }
+            let n_a = sources.len();
+            let mut baselines: Vec<Option<usize>> = vec![None; n_a];
+            for (c, conf) in b.configurations.iter().enumerate() {
+                sources.push(Source {
+                    experiment: b,
+                    workload: wb,
+                    configuration: c,
+                    label: format!("#{} {}", b.info.id, conf.label),
+                });
+                let matched = a
+                    .configurations
+                    .iter()
+                    .position(|x| x.label == conf.label)
+                    .unwrap_or(a.info.reference.min(n_a - 1));
+                baselines.push(Some(matched));
+            }
+            let rows = build_rows(&sources, &baselines, primary.as_ref(), &side_keys);
+            notes.extend(notes_for(
+                &rows,
+                &a.workloads[wa].label,
+                a.workloads.len() > 1,
+            ));
+            workloads.push(WorkloadReport {
+                label: a.workloads[wa].label.clone(),
+                primary,
+                rows,
+                side_metrics: side_keys,
+                knee: None,
+            });
+        }
+        let (sa, sb) = (
+            a.system.clone().unwrap_or_default(),
+            b.system.clone().unwrap_or_default(),
+        );
+        if sa.kernel_release != sb.kernel_release {
+            notes.push(format!(
+                "kernels differ: {} vs {}",
+                sa.kernel_release, sb.kernel_release
+            ));
+        } else if sa.boot_id != sb.boot_id {
+            notes.push("recorded on different boots of the same kernel".into());
+        }
+        let mut header = header_of(a);
+        header.title = format!("experiments {} vs {}", a.info.id, b.info.id);
+        header.ids = vec![a.info.id, b.info.id];
+        header.runs = a.info.runs + b.info.runs;
+        header.failed_runs = a.info.failed_runs + b.info.failed_runs;
+        header.status = format!("{} / {}", a.info.status.as_str(), b.info.status.as_str());
+        header.stop_reason = String::new();
+        header.name = format!("{} / {}", a.info.name, b.info.name);
+        Ok(Report {
+            header,
+            systems: vec![sa, sb],
+            workloads,
+            notes,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cell formatting shared by the text renderers.
+
+/// A number for people: about 4 significant digits, no exponent for usual magnitudes.
+pub fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100_000.0 {
+        format!("{v:.0}")
+    } else if a >= 1000.0 {
+        format!("{v:.1}")
+    } else if a >= 100.0 {
+        format!("{v:.2}")
+    } else if a >= 10.0 {
+        format!("{v:.3}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// `mean ± half-width`, both rounded to the half-width's second significant digit
+/// (just the mean for n = 1).
+pub fn fmt_mean_ci(s: &Summary) -> String {
+    let hw = s.ci_half_width;
+    if !hw.is_finite() || !s.mean.is_finite() {
+        return fmt_num(s.mean);
+    }
+    if hw == 0.0 {
+        return format!("{} ± 0", fmt_num(s.mean));
+    }
+    let decimals = (1 - hw.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    if s.mean.abs() >= 1e7 || (s.mean != 0.0 && s.mean.abs() < 1e-4) {
+        return format!("{:.3e} ± {:.2e}", s.mean, hw);
+    }
+    format!("{:.*} ± {:.*}", decimals, s.mean, decimals, hw)
+}
+
+/// A fraction as a percentage with one decimal.
+pub fn fmt_pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.1}%", x * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// The words for a metric's direction.
+pub fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Lower => "lower is better",
+        Direction::Higher => "higher is better",
+        Direction::Neutral => "no better direction",
+    }
+}
+
+/// A plain table: headers and rows of cells, used by the terminal, markdown and mail renderers.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Columns aligned right (numbers).
+    pub right: Vec<bool>,
+}
+
+impl WorkloadReport {
+    /// The table of this workload: label, n, primary mean ± CI, CV, verdict, side metrics.
+    pub fn grid(&self, compact: bool) -> Grid {
+        let unit = unit_of(&self.primary);
+        let mut headers = vec![
+            "config".to_string(),
+            "n".into(),
+            format!("{unit} (95% CI)"),
+            "CV".into(),
+            "verdict".into(),
+        ];
+        let mut right = vec![false, true, true, true, false];
+        let inline = self.side_metrics.len().min(INLINE_SIDE_METRICS);
+        for k in &self.side_metrics[..inline] {
+            headers.push(if compact {
+                short_metric(&k.name)
+            } else {
+                format!("{} ({})", k.name, k.unit)
+            });
+            right.push(true);
+        }
+        let baselines: Vec<&String> = self.rows.iter().filter_map(|r| r.versus.as_ref()).collect();
+        let single_baseline = baselines
+            .first()
+            .filter(|b| baselines.iter().all(|x| x == *b))
+            .map(|b| (*b).clone());
+        if let Some(b) = &single_baseline {
+            headers[4] = format!("vs {b}");
+        }
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            let mut label = r.label.clone();
+            if self.knee.as_ref().is_some_and(|k| k.label == r.label) {
+                label.push_str(" (knee)");
+            }
+            let n = if r.failed > 0 {
+                format!("{}+{}✗", r.runs - r.failed, r.failed)
+            } else {
+                r.runs.to_string()
+            };
+            let verdict = match (&r.comparison, &r.versus) {
+                (Some(c), Some(v)) if single_baseline.is_none() => format!("vs {v}: {}", c.verdict),
+                (Some(c), _) => c.verdict.clone(),
+                (None, _) if single_baseline.as_ref() == Some(&r.label) => "reference".into(),
+                (None, _) => String::new(),
+            };
+            let mut cells = vec![
+                label,
+                n,
+                r.primary
+                    .as_ref()
+                    .map(fmt_mean_ci)
+                    .unwrap_or_else(|| "-".into()),
+                r.primary
+                    .as_ref()
+                    .map(|s| fmt_pct(s.cv))
+                    .unwrap_or_else(|| "-".into()),
+                verdict,
+            ];
+            for c in &r.side[..inline] {
+                cells.push(
+                    c.summary
+                        .as_ref()
+                        .map(fmt_mean_ci)
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
+            rows.push(cells);
+        }
+        Grid {
+            headers,
+            rows,
+            right,
+        }
+    }
+
+    /// When more side metrics are selected than fit beside the primary one: a table with one
+    /// row per side metric and one column per configuration (mean ± 95% CI).
+    pub fn side_grid(&self) -> Option<Grid> {
+        if self.side_metrics.len() <= INLINE_SIDE_METRICS {
+            return None;
+        }
+        let mut headers = vec!["side metric".to_string()];
+        headers.extend(self.rows.iter().map(|r| r.label.clone()));
+        let right = std::iter::once(false)
+            .chain(self.rows.iter().map(|_| true))
+            .collect();
+        let rows = self
+            .side_metrics
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut cells = vec![format!("{} ({})", k.name, k.unit)];
+                cells.extend(self.rows.iter().map(|r| {
+                    r.side[i]
+                        .summary
+                        .as_ref()
+                        .map(fmt_mean_ci)
+                        .unwrap_or_else(|| "-".into())
+                }));
+                cells
+            })
+            .collect();
+        Some(Grid {
+            headers,
+            rows,
+            right,
+        })
+    }
+
+    /// One line describing the primary metric.
+    pub fn metric_line(&self) -> String {
+        match &self.primary {
+            Some(p) => format!(
+                "workload: {}; metric: {} ({}, {})",
+                self.label,
+                p.name,
+                p.unit,
+                direction_words(p.direction)
+            ),
+            None => format!("workload: {}; no successful run", self.label),
+        }
+    }
+
+    /// One line about the knee, if any.
+    pub fn knee_line(&self) -> Option<String> {
+        self.knee.as_ref().map(|k| {
+            format!(
+                "knee: {} (the first value within the noise margin {} of the best, {})",
+                k.label,
+                fmt_pct(k.margin),
+                k.best
+            )
+        })
+    }
+}
+
+/// A short column name for a side metric: `idle.POLL.time_ms` → `POLL ms`, `irq.CAL.per_s` → `CAL/s`.
+pub fn short_metric(name: &str) -> String {
+    let parts: Vec<&str> = name.split('.').collect();
+    match parts.as_slice() {
+        ["irq", kind, "per_s"] => format!("{kind}/s"),
+        ["softirq", kind, "per_s"] => format!("softirq {kind}/s"),
+        ["idle", "share_pct"] => "idle %".into(),
+        ["idle", "exits_per_s"] => "idle exits/s".into(),
+        ["idle", state, "time_ms"] => format!("{state} ms"),
+        ["idle", state, "share_pct"] => format!("{state} %"),
+        ["ctxt", "per_s"] => "ctxsw/s".into(),
+        ["power", "W"] => "W".into(),
+        ["energy", "J"] => "J".into(),
+        _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_names() {
+        assert_eq!(fmt_num(25.3141), "25.314");
+        assert_eq!(fmt_num(123456.7), "123457");
+        assert_eq!(fmt_num(0.5), "0.5000");
+        assert_eq!(short_metric("irq.CAL.per_s"), "CAL/s");
+        let s = |xs: &[f64]| Summary::of(xs).unwrap();
+        assert_eq!(fmt_mean_ci(&s(&[99.0, 100.0, 101.0, 100.4])), "100.1 ± 1.3");
+        assert_eq!(fmt_mean_ci(&s(&[990.0, 1000.0, 1010.0])), "1000 ± 25");
+        assert_eq!(fmt_mean_ci(&s(&[5.0])), "5.0000");
+        assert_eq!(fmt_mean_ci(&s(&[5.0, 5.0])), "5.0000 ± 0");
+        assert_eq!(short_metric("idle.POLL.time_ms"), "POLL ms");
+        assert_eq!(short_metric("x.y"), "x.y");
+    }
+}
