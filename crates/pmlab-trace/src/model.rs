@@ -4,8 +4,9 @@
 use serde::Serialize;
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum Endian {
+    #[default]
     Little,
     Big,
 }
@@ -16,7 +17,11 @@ pub enum FieldKind {
     /// An integer (or pointer) of `size` bytes.
     Int,
     /// A fixed array: `count` elements of `elem_size` bytes (`char comm[16]` is a string).
-    Array { elem_size: u32, count: u32, is_char: bool },
+    Array {
+        elem_size: u32,
+        count: u32,
+        is_char: bool,
+    },
     /// `__data_loc`: a u32 holding (len << 16 | offset) into the record; char strings or other arrays.
     DataLoc { is_char: bool },
     /// `__rel_loc`: like DataLoc, offset relative to the end of the field.
@@ -98,8 +103,29 @@ pub enum LocKind {
     RelLoc,
 }
 
+/// Facts about where a trace came from, for `pmlab trace info` and `pmlab dump`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceMeta {
+    /// trace.dat file version (6 or 7); 0 for ftrace text.
+    pub version: u32,
+    /// Compression of a v7 file ("zstd", "zlib"), None when uncompressed.
+    pub compression: Option<String>,
+    /// Trace clock ("local", "global", "x86-tsc", ...), when the file says.
+    pub clock: Option<String>,
+    /// The CPU count trace-cmd reports (`cpus=N`).
+    pub cpus_reported: u32,
+    /// Buffer (instance) names; index 0 is the top buffer (""). One entry when the file has no instances.
+    pub buffers: Vec<String>,
+    /// Per event: index into `buffers`. Empty when all events come from buffer 0.
+    pub event_buffer: Vec<u8>,
+    /// Events lost before event `index` (as trace-cmd reports them): -1 when the count is unknown.
+    pub missed_before: Vec<(usize, i64)>,
+    /// True when timestamps are in nanoseconds (not raw counter ticks such as x86-tsc).
+    pub ts_in_ns: bool,
+}
+
 /// A whole decoded trace.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Trace {
     pub endian: Endian,
     pub long_size: u32,
@@ -118,6 +144,8 @@ pub struct Trace {
     pub lost: Vec<Option<u64>>,
     /// Free-form source description: "trace.dat v6", "trace.dat v7 (zstd)", "ftrace text".
     pub source: String,
+    /// Version, compression, buffers, missed-event marks.
+    pub meta: TraceMeta,
 }
 
 impl Trace {
@@ -137,7 +165,12 @@ impl Trace {
             FieldKind::RelLoc { .. } => LocKind::RelLoc,
             _ => LocKind::Inline,
         };
-        Some(FieldRef { offset: f.offset, size: f.size, signed: f.signed, loc })
+        Some(FieldRef {
+            offset: f.offset,
+            size: f.size,
+            signed: f.signed,
+            loc,
+        })
     }
 
     #[inline]
