@@ -504,6 +504,50 @@ fn has_unknown_function(args: &[String]) -> bool {
     false
 }
 
+/// Constructs libtraceevent's expression parser rejects: statement expressions,
+/// empty `{ }` symbol tables and `sizeof` of a typedef.
+fn unparseable_arg(a: &str) -> bool {
+    if a.contains("({") {
+        return true;
+    }
+    // sizeof() of anything but int/unsigned/long or a REC field.
+    let mut rest = a;
+    while let Some(k) = rest.find("sizeof(") {
+        let inner = rest[k + 7..].trim_start();
+        let ok = ["int", "unsigned", "long", "REC"]
+            .iter()
+            .any(|t| inner.starts_with(t));
+        if !ok {
+            return true;
+        }
+        rest = &rest[k + 7..];
+    }
+    let b = a.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'{' {
+            let rest = a[i + 1..].trim_start();
+            if rest.starts_with('}') {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
 fn pointer_ext_len(f: &[u8]) -> usize {
     // Mirrors libtraceevent's parse_arg_format_pointer: chars after `p` that belong to it.
     let at = |k: usize| f.get(k).copied().unwrap_or(0);
@@ -736,7 +780,9 @@ fn event_renderer(f: &EventFormat) -> EventR {
     let bprint = f.system == "ftrace" && f.name == "bprint";
     let (items, failed) = match split_print_fmt(&f.print_fmt) {
         Some((text, args)) => {
-            let unknown = has_unknown_function(&args);
+            let unknown = has_unknown_function(&args)
+                || text.contains('\t')
+                || args.iter().any(|a| unparseable_arg(a));
             let args: Vec<Arg> = args.iter().map(|a| classify(a, f)).collect();
             let (items, failed) = parse_print_items(&text, args);
             (items, failed || unknown)
@@ -1360,4 +1406,10 @@ mod tests {
         assert_eq!(find_func(&f, 31), None);
         assert_eq!(find_func(&f, 5), None);
     }
+}
+
+/// Whether libtraceevent would fail to parse this event's print format (then every field prints raw).
+#[doc(hidden)]
+pub fn print_fmt_fails(f: &EventFormat) -> bool {
+    event_renderer(f).failed
 }
