@@ -7,8 +7,8 @@ use std::io::Read;
 
 use crate::error::{FormatError, Malformed};
 use crate::format::{parse_format_opts, parse_header_page, HeaderPage};
-use crate::model::{Endian, EventFormat, Events, Trace, TraceMeta};
-use crate::page::{for_each_record, Missed, PageLayout};
+use crate::model::{Endian, EventFormat, Events, Raw, Trace, TraceMeta};
+use crate::page::{PageCursor, PageLayout};
 
 /// The first bytes of every trace.dat file.
 pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
@@ -116,7 +116,10 @@ impl<'a> Cur<'a> {
     fn sized_text(&mut self, size: u64, what: &str) -> R<String> {
         let n = usize::try_from(size).unwrap_or(usize::MAX);
         let s = self.take(n, what)?;
-        Ok(String::from_utf8_lossy(s).into_owned())
+        Ok(match std::str::from_utf8(s) {
+            Ok(t) => t.to_owned(),
+            Err(_) => String::from_utf8_lossy(s).into_owned(),
+        })
     }
 }
 
@@ -204,7 +207,14 @@ impl Codec {
 /// Parse a whole trace.dat held in memory.
 pub fn parse(bytes: &[u8], opts: &LoadOptions) -> R<Trace> {
     let h = parse_headers(bytes)?;
-    build_trace(bytes, h, opts)
+    build_trace(bytes, || Raw::from(bytes.to_vec()), h, opts)
+}
+
+/// Parse a mapped trace.dat; uncompressed event data is used in place.
+pub fn parse_mapped(map: std::sync::Arc<memmap2::Mmap>, opts: &LoadOptions) -> R<Trace> {
+    let bytes: &[u8] = &map;
+    let h = parse_headers(bytes)?;
+    build_trace(bytes, || Raw::mapped(map.clone()), h, opts)
 }
 
 fn parse_headers(bytes: &[u8]) -> R<Headers> {
@@ -584,17 +594,35 @@ fn codec_of(h: &Headers) -> Codec {
     }
 }
 
-/// Per-CPU decoded columns before the merge.
-struct Stream {
-    cpu: u32,
-    buffer: u8,
-    ts: Vec<u64>,
-    off: Vec<u64>,
-    len: Vec<u32>,
-    missed: Vec<(usize, i64)>,
+/// A vector whose pages the kernel may back with transparent huge pages
+/// (fewer page faults when filling hundreds of megabytes).
+pub fn huge_vec<T>(cap: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(cap);
+    let bytes = cap * std::mem::size_of::<T>();
+    if bytes >= 4 << 20 {
+        let start = v.as_ptr() as usize;
+        let aligned = (start + 4095) & !4095;
+        let end = (start + bytes) & !4095;
+        if end > aligned {
+            // SAFETY: advisory call on memory this Vec owns; failure is harmless.
+            unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    v
 }
 
-fn build_trace(bytes: &[u8], h: Headers, opts: &LoadOptions) -> R<Trace> {
+fn build_trace(
+    bytes: &[u8],
+    keep: impl FnOnce() -> Raw,
+    h: Headers,
+    opts: &LoadOptions,
+) -> R<Trace> {
     let endian = if h.big { Endian::Big } else { Endian::Little };
     let header_page = match &h.header_page {
         Some(t) => parse_header_page(t)?,
@@ -616,118 +644,6 @@ fn build_trace(bytes: &[u8], h: Headers, opts: &LoadOptions) -> R<Trace> {
         formats.insert(f.id, f);
     }
     let (type_off, pid_off) = common_offsets(&formats);
-
-    // Copy (or decompress) every CPU's pages into one arena, then decode.
-    let codec = codec_of(&h);
-    let page_size = h.page_size as usize;
-    let mut raw: Vec<u8> = Vec::new();
-    let mut regions: Vec<(u8, u32, usize, usize)> = Vec::new(); // buffer, cpu, start, len
-    let total: u64 = h
-        .buffers
-        .iter()
-        .filter(|b| !b.compressed)
-        .flat_map(|b| b.cpus.iter().map(|c| c.2))
-        .sum();
-    if total <= bytes.len() as u64 {
-        raw.reserve(total as usize);
-    }
-    for (bi, b) in h.buffers.iter().enumerate() {
-        for &(cpu, off, size) in &b.cpus {
-            if size == 0 {
-                continue;
-            }
-            let start = raw.len();
-            if b.compressed {
-                decompress_cpu(bytes, off, size, codec, h.big, &mut raw, cpu)?;
-            } else {
-                let end = off.checked_add(size).filter(|&e| e <= bytes.len() as u64);
-                let Some(end) = end else {
-                    return bad(format!(
-                        "truncated: cpu {cpu} data needs bytes up to {} but the file has {}",
-                        off.saturating_add(size),
-                        bytes.len()
-                    ));
-                };
-                raw.extend_from_slice(&bytes[off as usize..end as usize]);
-            }
-            regions.push((bi as u8, cpu, start, raw.len() - start));
-        }
-    }
-    let max_cpu = h
-        .buffers
-        .iter()
-        .flat_map(|b| b.cpus.iter().map(|c| c.0 + 1))
-        .max()
-        .unwrap_or(0);
-    let cpus = h.cpus.max(max_cpu);
-    let mut lost: Vec<Option<u64>> = vec![Some(0); cpus as usize];
-    let mut streams: Vec<Stream> = Vec::with_capacity(regions.len());
-    for &(bi, cpu, start, len) in &regions {
-        let est = len / 32;
-        let mut s = Stream {
-            cpu,
-            buffer: bi,
-            ts: Vec::with_capacity(est),
-            off: Vec::with_capacity(est),
-            len: Vec::with_capacity(est),
-            missed: Vec::new(),
-        };
-        let mut p = start;
-        let end = start + len;
-        while p < end {
-            let pend = (p + page_size).min(end);
-            let page = &raw[p..pend];
-            let base = p as u64;
-            let first = s.ts.len();
-            let hdr = for_each_record(&layout, page, |r| {
-                s.ts.push(r.ts);
-                s.off.push(base + r.offset as u64);
-                s.len.push(r.len);
-            })
-            .map_err(|m| {
-                Malformed(format!(
-                    "cpu {cpu}, page at data offset {}: {}",
-                    p - start,
-                    m.0
-                ))
-            })?;
-            match hdr.missed {
-                Missed::None => {}
-                Missed::Count(n) => {
-                    if let Some(Some(l)) = lost.get_mut(cpu as usize) {
-                        *l += n;
-                    }
-                }
-                Missed::Unknown => {
-                    if let Some(l) = lost.get_mut(cpu as usize) {
-                        *l = None;
-                    }
-                }
-            }
-            if hdr.missed != Missed::None && s.ts.len() > first {
-                // trace-cmd shows the drop only when the page's first record starts the page.
-                let starts = page_first_at_start(&layout, page);
-                if starts {
-                    let n = match hdr.missed {
-                        Missed::Count(n) => n as i64,
-                        _ => -1,
-                    };
-                    s.missed.push((first, n));
-                }
-            }
-            p = pend;
-        }
-        streams.push(s);
-    }
-
-    let (events, event_buffer, missed_before) = merge(&streams, raw, endian, type_off, pid_off);
-    let buffers: Vec<String> = h.buffers.iter().map(|b| b.name.clone()).collect();
-    let event_buffer = if buffers.len() > 1 {
-        event_buffer
-    } else {
-        Vec::new()
-    };
-
     let cmdlines = h
         .cmdlines
         .as_deref()
@@ -746,6 +662,93 @@ fn build_trace(bytes: &[u8], h: Headers, opts: &LoadOptions) -> R<Trace> {
         .as_deref()
         .map(parse_printk_formats)
         .unwrap_or_default();
+
+    // The CPU data regions: in the file itself, or decompressed into a new arena.
+    let codec = codec_of(&h);
+    let page_size = h.page_size as usize;
+    let mut regions: Vec<(u8, u32, usize, usize)> = Vec::new(); // buffer, cpu, start, len
+    let any_compressed = h
+        .buffers
+        .iter()
+        .any(|b| b.compressed && b.cpus.iter().any(|c| c.2 > 0));
+    let raw: Raw = if any_compressed {
+        let mut arena: Vec<u8> = huge_vec(bytes.len() * 8);
+        for (bi, b) in h.buffers.iter().enumerate() {
+            for &(cpu, off, size) in &b.cpus {
+                if size == 0 {
+                    continue;
+                }
+                let start = arena.len();
+                if b.compressed {
+                    decompress_cpu(bytes, off, size, codec, h.big, &mut arena, cpu)?;
+                } else {
+                    let (o, e) = region_in_file(off, size, bytes.len(), cpu)?;
+                    arena.extend_from_slice(&bytes[o..e]);
+                }
+                regions.push((bi as u8, cpu, start, arena.len() - start));
+            }
+        }
+        Raw::from(arena)
+    } else {
+        for (bi, b) in h.buffers.iter().enumerate() {
+            for &(cpu, off, size) in &b.cpus {
+                if size == 0 {
+                    continue;
+                }
+                let (o, e) = region_in_file(off, size, bytes.len(), cpu)?;
+                regions.push((bi as u8, cpu, o, e - o));
+            }
+        }
+        keep()
+    };
+    let max_cpu = h
+        .buffers
+        .iter()
+        .flat_map(|b| b.cpus.iter().map(|c| c.0 + 1))
+        .max()
+        .unwrap_or(0);
+    let cpus = h.cpus.max(max_cpu);
+    let multi_buffer = regions.iter().any(|r| r.0 != 0);
+    let data_bytes: usize = regions.iter().map(|r| r.3).sum();
+    let mut cursors: Vec<(u8, u32, PageCursor)> = regions
+        .iter()
+        .map(|&(bi, cpu, start, len)| {
+            (
+                bi,
+                cpu,
+                PageCursor::new(layout, &raw[start..start + len], page_size),
+            )
+        })
+        .collect();
+    let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
+    let merged = merge(
+        &mut cursors,
+        &bases,
+        &raw,
+        endian,
+        type_off,
+        pid_off,
+        multi_buffer,
+        data_bytes / 16 + 16,
+    )?;
+    let mut lost: Vec<Option<u64>> = vec![Some(0); cpus as usize];
+    for (_, cpu, c) in &cursors {
+        if let Some(l) = lost.get_mut(*cpu as usize) {
+            *l = match (*l, c.lost_unknown) {
+                (Some(x), false) => Some(x + c.lost),
+                _ => None,
+            };
+        }
+    }
+    drop(cursors);
+    let (mut events, event_buffer, missed_before) = merged;
+    events.raw = raw;
+    let buffers: Vec<String> = h.buffers.iter().map(|b| b.name.clone()).collect();
+    let event_buffer = if buffers.len() > 1 {
+        event_buffer
+    } else {
+        Vec::new()
+    };
     let ts_in_ns = h.tsc2nsec
         || match h.clock.as_deref() {
             None => true,
@@ -785,14 +788,14 @@ fn build_trace(bytes: &[u8], h: Headers, opts: &LoadOptions) -> R<Trace> {
     })
 }
 
-fn page_first_at_start(layout: &PageLayout, page: &[u8]) -> bool {
-    let mut first = None;
-    let _ = for_each_record(layout, page, |r| {
-        if first.is_none() {
-            first = Some(r.at_page_start);
-        }
-    });
-    first.unwrap_or(false)
+fn region_in_file(off: u64, size: u64, file_len: usize, cpu: u32) -> R<(usize, usize)> {
+    match off.checked_add(size).filter(|&e| e <= file_len as u64) {
+        Some(e) => Ok((off as usize, e as usize)),
+        None => bad(format!(
+            "truncated: cpu {cpu} data needs bytes up to {} but the file has {file_len}",
+            off.saturating_add(size)
+        )),
+    }
 }
 
 fn decompress_cpu(
@@ -842,136 +845,118 @@ fn common_offsets(formats: &HashMap<u16, EventFormat>) -> (usize, usize) {
     (t, p)
 }
 
-/// k-way merge of the per-CPU streams by timestamp; equal timestamps go to the
-/// lower stream (buffer, then CPU position), as trace-cmd does.
+type Merged = (Events, Vec<u8>, Vec<(usize, i64)>);
+
+/// k-way merge of the per-CPU cursors by timestamp straight into the event columns;
+/// equal timestamps go to the lower cursor (buffer, then CPU position), as trace-cmd does.
+#[allow(clippy::too_many_arguments)]
 fn merge(
-    streams: &[Stream],
-    raw: Vec<u8>,
+    cursors: &mut [(u8, u32, PageCursor)],
+    bases: &[usize],
+    raw: &[u8],
     endian: Endian,
     type_off: usize,
     pid_off: usize,
-) -> (Events, Vec<u8>, Vec<(usize, i64)>) {
-    let n: usize = streams.iter().map(|s| s.ts.len()).sum();
+    multi_buffer: bool,
+    estimate: usize,
+) -> R<Merged> {
     let mut ev = Events {
-        ts: Vec::with_capacity(n),
-        cpu: Vec::with_capacity(n),
-        pid: Vec::with_capacity(n),
-        id: Vec::with_capacity(n),
-        off: Vec::with_capacity(n),
-        len: Vec::with_capacity(n),
-        raw: Vec::new(),
+        ts: huge_vec(estimate),
+        cpu: huge_vec(estimate),
+        pid: huge_vec(estimate),
+        id: huge_vec(estimate),
+        off: huge_vec(estimate),
+        len: huge_vec(estimate),
+        raw: Raw::new(),
     };
-    let multi_buffer = streams.iter().any(|s| s.buffer != 0);
-    let mut ebuf = if multi_buffer {
-        Vec::with_capacity(n)
+    let mut ebuf: Vec<u8> = if multi_buffer {
+        Vec::with_capacity(estimate)
     } else {
         Vec::new()
     };
     let mut missed_before = Vec::new();
-    let mut pos = vec![0usize; streams.len()];
-    let mut next_missed = vec![0usize; streams.len()];
-    let rd16 = |o: usize| -> u16 {
-        match raw.get(o..o + 2) {
-            Some(b) => match endian {
-                Endian::Little => u16::from_le_bytes([b[0], b[1]]),
-                Endian::Big => u16::from_be_bytes([b[0], b[1]]),
-            },
-            None => 0,
-        }
-    };
-    let rd32 = |o: usize| -> i32 {
-        match raw.get(o..o + 4) {
-            Some(b) => match endian {
-                Endian::Little => i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                Endian::Big => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-            },
-            None => 0,
-        }
-    };
-    let mut push = |ev: &mut Events,
-                    s: &Stream,
-                    i: usize,
-                    si: usize,
-                    pos_missed: &mut usize,
-                    ebuf: &mut Vec<u8>| {
-        let off = s.off[i];
-        let len = s.len[i];
-        let o = off as usize;
-        let (id, pid) = if len as usize >= pid_off + 4 && len as usize >= type_off + 2 {
-            (rd16(o + type_off), rd32(o + pid_off))
-        } else {
-            (0, 0)
-        };
-        if let Some(&(at, m)) = s.missed.get(*pos_missed) {
-            if at == i {
-                missed_before.push((ev.ts.len(), m));
-                *pos_missed += 1;
-            }
-        }
-        ev.ts.push(s.ts[i]);
-        ev.cpu.push(s.cpu);
-        ev.pid.push(pid);
-        ev.id.push(id);
-        ev.off.push(off);
-        ev.len.push(len);
-        if multi_buffer {
-            ebuf.push(s.buffer);
-        }
-        let _ = si;
-    };
+    let big = endian == Endian::Big;
+    let need = (type_off + 2).max(pid_off + 4);
+    let k = cursors.len();
+    let mut heads: Vec<Option<crate::page::CursorRecord>> = Vec::with_capacity(k);
+    for (i, c) in cursors.iter_mut().enumerate() {
+        heads.push(
+            c.2.next_record()
+                .map_err(|m| Malformed(format!("cpu {}: {}", c.1, m.0)))?,
+        );
+        let _ = i;
+    }
     loop {
+        // Pick the lowest head; ties go to the lowest index.
         let mut best = usize::MAX;
         let mut best_ts = 0u64;
-        let mut active = 0;
-        for (si, s) in streams.iter().enumerate() {
-            let p = pos[si];
-            if p < s.ts.len() {
-                active += 1;
-                let t = s.ts[p];
-                if best == usize::MAX || t < best_ts {
-                    best = si;
-                    best_ts = t;
+        for (i, h) in heads.iter().enumerate() {
+            if let Some(r) = h {
+                if best == usize::MAX || r.ts < best_ts {
+                    best = i;
+                    best_ts = r.ts;
                 }
             }
         }
         if best == usize::MAX {
             break;
         }
-        let s = &streams[best];
-        if active == 1 {
-            // Only one stream left: copy the rest in order.
-            for i in pos[best]..s.ts.len() {
-                push(&mut ev, s, i, best, &mut next_missed[best], &mut ebuf);
-            }
-            pos[best] = s.ts.len();
-            continue;
-        }
-        // Take every record of this stream up to the next head of the others.
+        // The others' lowest head bounds how far this cursor may run alone.
         let mut limit = u64::MAX;
-        let mut limit_le = false; // a lower-index stream wins ties
-        for (si, o) in streams.iter().enumerate() {
-            if si == best || pos[si] >= o.ts.len() {
+        let mut limit_wins_ties = false;
+        for (i, h) in heads.iter().enumerate() {
+            if i == best {
                 continue;
             }
-            let t = o.ts[pos[si]];
-            if t < limit || (t == limit && si < best) {
-                limit = t;
-                limit_le = si < best;
+            if let Some(r) = h {
+                if r.ts < limit || (r.ts == limit && i < best) {
+                    limit = r.ts;
+                    limit_wins_ties = i < best;
+                }
             }
         }
-        let mut i = pos[best];
-        while i < s.ts.len() {
-            let t = s.ts[i];
-            if t > limit || (t == limit && limit_le) {
-                break;
+        let (bi, cpu, cur) = &mut cursors[best];
+        let base = bases[best];
+        let mut rec = heads[best].take().unwrap();
+        loop {
+            let o = base + rec.offset;
+            let (id, pid) = if rec.len as usize >= need {
+                let b = &raw[o..o + need];
+                let t = [b[type_off], b[type_off + 1]];
+                let p = [b[pid_off], b[pid_off + 1], b[pid_off + 2], b[pid_off + 3]];
+                if big {
+                    (u16::from_be_bytes(t), i32::from_be_bytes(p))
+                } else {
+                    (u16::from_le_bytes(t), i32::from_le_bytes(p))
+                }
+            } else {
+                (0, 0)
+            };
+            if let Some(m) = rec.missed {
+                missed_before.push((ev.ts.len(), m));
             }
-            push(&mut ev, s, i, best, &mut next_missed[best], &mut ebuf);
-            i += 1;
+            ev.ts.push(rec.ts);
+            ev.cpu.push(*cpu);
+            ev.pid.push(pid);
+            ev.id.push(id);
+            ev.off.push(o as u64);
+            ev.len.push(rec.len as u32);
+            if multi_buffer {
+                ebuf.push(*bi);
+            }
+            match cur
+                .next_record()
+                .map_err(|m| Malformed(format!("cpu {cpu}: {}", m.0)))?
+            {
+                Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+                other => {
+                    heads[best] = other;
+                    break;
+                }
+            }
         }
-        pos[best] = i;
     }
-    ev.raw = raw;
-    (ev, ebuf, missed_before)
+    Ok((ev, ebuf, missed_before))
 }
 
 /// `saved_cmdlines`: "PID COMM" per line; the first entry of a pid wins.

@@ -8,6 +8,7 @@ pub mod model;
 mod open;
 pub mod page;
 pub mod render;
+pub mod summary;
 pub mod text;
 
 pub use error::{FormatError, Malformed, TraceError};

@@ -59,6 +59,87 @@ impl EventFormat {
     }
 }
 
+/// The bytes events point into: an owned buffer, or a read-only map of the trace file
+/// (uncompressed trace.dat data is decoded in place, without a copy).
+/// Reads like a `[u8]`; the Vec-style writers turn a mapped buffer into an owned one first.
+#[derive(Clone, Default)]
+pub struct Raw(RawInner);
+
+#[derive(Clone)]
+enum RawInner {
+    Owned(Vec<u8>),
+    Mapped(std::sync::Arc<memmap2::Mmap>),
+}
+
+impl Default for RawInner {
+    fn default() -> Self {
+        RawInner::Owned(Vec::new())
+    }
+}
+
+impl Raw {
+    pub fn new() -> Raw {
+        Raw::default()
+    }
+    /// A map of a whole file.
+    pub fn mapped(map: std::sync::Arc<memmap2::Mmap>) -> Raw {
+        Raw(RawInner::Mapped(map))
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            RawInner::Owned(v) => v,
+            RawInner::Mapped(m) => m,
+        }
+    }
+    /// The bytes as an owned, growable Vec (copies a mapped buffer once).
+    pub fn to_mut(&mut self) -> &mut Vec<u8> {
+        if let RawInner::Mapped(m) = &self.0 {
+            self.0 = RawInner::Owned(m.to_vec());
+        }
+        match &mut self.0 {
+            RawInner::Owned(v) => v,
+            RawInner::Mapped(_) => unreachable!(),
+        }
+    }
+    pub fn push(&mut self, b: u8) {
+        self.to_mut().push(b)
+    }
+    pub fn extend_from_slice(&mut self, s: &[u8]) {
+        self.to_mut().extend_from_slice(s)
+    }
+    pub fn resize(&mut self, n: usize, v: u8) {
+        self.to_mut().resize(n, v)
+    }
+    pub fn clear(&mut self) {
+        self.0 = RawInner::Owned(Vec::new());
+    }
+}
+
+impl std::ops::Deref for Raw {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<u8>> for Raw {
+    fn from(v: Vec<u8>) -> Raw {
+        Raw(RawInner::Owned(v))
+    }
+}
+
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Raw({} bytes)", self.len())
+    }
+}
+
+impl PartialEq for Raw {
+    fn eq(&self, other: &Raw) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
 /// Events in columns, sorted by timestamp. Event `i`'s record (the payload that
 /// starts with the common fields) is `raw[off[i] .. off[i] + len[i]]`.
 #[derive(Debug, Clone, Default)]
@@ -69,7 +150,7 @@ pub struct Events {
     pub id: Vec<u16>,
     pub off: Vec<u64>,
     pub len: Vec<u32>,
-    pub raw: Vec<u8>,
+    pub raw: Raw,
 }
 
 impl Events {

@@ -18,13 +18,13 @@ pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     if len == 0 {
         return Err(TraceError::malformed(path, "empty file: no trace header"));
     }
-    // SAFETY: the map is read-only and private; a file changed under us gives wrong data, not UB in our code paths
-    // beyond what any reader of a concurrently modified file sees.
+    // SAFETY: a private read-only map; trace-cmd maps trace files the same way. A file truncated
+    // by another process while we read it can raise SIGBUS, as it would for trace-cmd.
     let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
         .map_err(|e| TraceError::io(path, e))?;
-    let bytes: &[u8] = &map;
-    if bytes.starts_with(&dat::MAGIC[..3]) {
-        return dat::parse(bytes, opts).map_err(|e| match e {
+    let map = std::sync::Arc::new(map);
+    if map.starts_with(&dat::MAGIC[..3]) {
+        return dat::parse_mapped(map, opts).map_err(|e| match e {
             DatError::Malformed(m) => TraceError::malformed(path, m.0),
             DatError::Format(f) => TraceError::Format {
                 path: path.to_path_buf(),
@@ -32,5 +32,5 @@ pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
             },
         });
     }
-    crate::text::parse(bytes).map_err(|m| TraceError::malformed(path, m.0))
+    crate::text::parse(&map).map_err(|m| TraceError::malformed(path, m.0))
 }

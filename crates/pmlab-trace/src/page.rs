@@ -151,6 +151,101 @@ pub struct Record {
     pub at_page_start: bool,
 }
 
+/// Decode the next data record of one page's data, skipping time and padding records.
+/// `data` is the page's committed data; `pos` and `ts` carry the walk state.
+/// Returns (ts, payload offset in `data`, payload length, record started at data offset 0).
+#[inline(always)]
+fn next_in_page(
+    layout: &PageLayout,
+    data: &[u8],
+    pos: &mut usize,
+    ts: &mut u64,
+) -> Result<Option<(u64, usize, u32, bool)>, Malformed> {
+    let size = data.len();
+    let big = layout.endian == Endian::Big;
+    while *pos < size {
+        let p = *pos;
+        if p + 4 > size {
+            return Err(Malformed(format!(
+                "corrupt page: record header at {p} crosses the commit end {size}"
+            )));
+        }
+        let w = layout.u32_at(data, p);
+        let (type_len, delta) = if big {
+            (w >> 27, w & COMMIT_MASK as u32)
+        } else {
+            (w & 31, w >> 5)
+        };
+        match type_len {
+            1..=28 => {
+                let len = type_len as usize * 4;
+                let off = p + 4;
+                if off + len > size {
+                    return Err(Malformed(format!(
+                        "corrupt page: record at {p} of {len} bytes crosses the commit end {size}"
+                    )));
+                }
+                *ts = ts.wrapping_add(delta as u64);
+                *pos = off + len;
+                return Ok(Some((*ts, off, len as u32, p == 0)));
+            }
+            0 => {
+                if p + 8 > size {
+                    return Err(Malformed(format!(
+                        "corrupt page: record at {p} crosses the commit end {size}"
+                    )));
+                }
+                let raw = layout.u32_at(data, p + 4);
+                if raw < 4 {
+                    return Err(Malformed(format!(
+                        "corrupt page: record at {p} has length {raw}"
+                    )));
+                }
+                let len = ((raw - 4 + 3) & !3) as usize;
+                let off = p + 8;
+                if off + len > size {
+                    return Err(Malformed(format!(
+                        "corrupt page: record at {p} of {len} bytes crosses the commit end {size}"
+                    )));
+                }
+                *ts = ts.wrapping_add(delta as u64);
+                *pos = off + len;
+                return Ok(Some((*ts, off, len as u32, p == 0)));
+            }
+            TYPE_PADDING => {
+                *ts = ts.wrapping_add(delta as u64);
+                if p + 8 > size {
+                    *pos = size;
+                    break;
+                }
+                let len = layout.u32_at(data, p + 4) as usize;
+                if len == 0 {
+                    // A null padding event: nothing more on this page.
+                    *pos = size;
+                    break;
+                }
+                *pos = p.saturating_add(4).saturating_add(len);
+            }
+            _ => {
+                // TIME_EXTEND or TIME_STAMP
+                if p + 8 > size {
+                    return Err(Malformed(format!(
+                        "corrupt page: time record at {p} crosses the commit end {size}"
+                    )));
+                }
+                let ext = ((layout.u32_at(data, p + 4) as u64) << 27) + delta as u64;
+                *ts = if type_len == TYPE_TIME_STAMP {
+                    ext | (*ts & TS_MSB)
+                } else {
+                    ts.wrapping_add(ext)
+                };
+                *pos = p + 8;
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Call `f` with every data record of `page`, in page order. Returns the header.
 #[inline]
 pub fn for_each_record<F: FnMut(Record)>(
@@ -161,123 +256,142 @@ pub fn for_each_record<F: FnMut(Record)>(
     let header = read_header(layout, page)?;
     let d = layout.data_offset as usize;
     let data = &page[d..d + header.commit as usize];
-    let big = layout.endian == Endian::Big;
     let mut ts = header.timestamp;
     let mut pos = 0usize;
-    let size = data.len();
-    while pos < size {
-        if pos + 4 > size {
-            return Err(Malformed(format!(
-                "corrupt page: record header at {pos} crosses the commit end {size}"
-            )));
-        }
-        let w = layout.u32_at(data, pos);
-        let (type_len, delta) = if big {
-            (w >> 27, w & COMMIT_MASK as u32)
-        } else {
-            (w & 31, w >> 5)
-        };
-        let start = pos;
-        match type_len {
-            TYPE_PADDING => {
-                if pos + 8 > size {
-                    // A padding record at the very end of the data: the rest is unused.
-                    ts = ts.wrapping_add(delta as u64);
-                    break;
-                }
-                let len = layout.u32_at(data, pos + 4) as usize;
-                ts = ts.wrapping_add(delta as u64);
-                pos += 4 + len;
-                if len == 0 {
-                    // A null padding event: nothing more on this page.
-                    break;
-                }
-            }
-            TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
-                if pos + 8 > size {
-                    return Err(Malformed(format!(
-                        "corrupt page: time record at {pos} crosses the commit end {size}"
-                    )));
-                }
-                let ext = ((layout.u32_at(data, pos + 4) as u64) << 27) + delta as u64;
-                if type_len == TYPE_TIME_STAMP {
-                    ts = ext | (ts & TS_MSB);
-                } else {
-                    ts = ts.wrapping_add(ext);
-                }
-                pos += 8;
-            }
-            0 => {
-                if pos + 8 > size {
-                    return Err(Malformed(format!(
-                        "corrupt page: record at {pos} crosses the commit end {size}"
-                    )));
-                }
-                let raw = layout.u32_at(data, pos + 4);
-                if raw < 4 {
-                    return Err(Malformed(format!(
-                        "corrupt page: record at {pos} has length {raw}"
-                    )));
-                }
-                let len = ((raw - 4 + 3) & !3) as usize;
-                ts = ts.wrapping_add(delta as u64);
-                let off = pos + 8;
-                if off + len > size {
-                    return Err(Malformed(format!("corrupt page: record at {pos} of {len} bytes crosses the commit end {size}")));
-                }
-                f(Record {
-                    ts,
-                    offset: (d + off) as u32,
-                    len: len as u32,
-                    at_page_start: start == 0,
-                });
-                pos = off + len;
-            }
-            n => {
-                let len = n as usize * 4;
-                ts = ts.wrapping_add(delta as u64);
-                let off = pos + 4;
-                if off + len > size {
-                    return Err(Malformed(format!("corrupt page: record at {pos} of {len} bytes crosses the commit end {size}")));
-                }
-                f(Record {
-                    ts,
-                    offset: (d + off) as u32,
-                    len: len as u32,
-                    at_page_start: start == 0,
-                });
-                pos = off + len;
-            }
-        }
+    while let Some((t, off, len, at_page_start)) = next_in_page(layout, data, &mut pos, &mut ts)? {
+        f(Record {
+            ts: t,
+            offset: (d + off) as u32,
+            len,
+            at_page_start,
+        });
     }
     Ok(header)
 }
 
-/// What a page holds, for the recorder's accounting.
+/// A record as [`PageCursor`] returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageCount {
-    pub events: u64,
-    pub missed: Missed,
-    pub first_ts: Option<u64>,
-    pub last_ts: Option<u64>,
+pub struct CursorRecord {
+    pub ts: u64,
+    /// Offset of the payload from the start of the cursor's data.
+    pub offset: usize,
+    /// Payload length (a full word: keeps the record in registers on the hot path).
+    pub len: u64,
+    /// Events lost just before this record, as trace-cmd reports them
+    /// (only on a page's first record when it starts the page): -1 when unknown.
+    pub missed: Option<i64>,
 }
 
-/// Count the data records of a page and read its missed-events information.
-pub fn count_events(layout: &PageLayout, page: &[u8]) -> Result<PageCount, Malformed> {
-    let mut events = 0;
-    let mut first_ts = None;
-    let mut last_ts = None;
-    let h = for_each_record(layout, page, |r| {
-        events += 1;
-        first_ts.get_or_insert(r.ts);
-        last_ts = Some(r.ts);
-    })?;
-    Ok(PageCount {
-        events,
-        missed: h.missed,
-        first_ts,
-        last_ts,
-    })
+/// Walks the records of a run of pages (one CPU's data) one at a time, without allocating.
+pub struct PageCursor<'a> {
+    layout: PageLayout,
+    data: &'a [u8],
+    page_size: usize,
+    /// Start of the next page to load.
+    next_page: usize,
+    /// Absolute start of the current page's data and its committed slice.
+    data_start: usize,
+    page_data: &'a [u8],
+    pos: usize,
+    ts: u64,
+    page_missed: Missed,
+    /// Sum of stored lost-event counts of the pages loaded so far.
+    pub lost: u64,
+    /// True when some page had lost events without a stored count.
+    pub lost_unknown: bool,
+}
+
+impl<'a> PageCursor<'a> {
+    pub fn new(layout: PageLayout, data: &'a [u8], page_size: usize) -> PageCursor<'a> {
+        PageCursor {
+            layout,
+            data,
+            page_size: page_size.max(1),
+            next_page: 0,
+            data_start: 0,
+            page_data: &[],
+            pos: 0,
+            ts: 0,
+            page_missed: Missed::None,
+            lost: 0,
+            lost_unknown: false,
+        }
+    }
+
+    /// The next record, or None at the end of the data.
+    #[inline(always)]
+    pub fn next_record(&mut self) -> Result<Option<CursorRecord>, Malformed> {
+        match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
+            Ok(Some((ts, off, len, at_start))) => {
+                let missed = if at_start { self.missed_now() } else { None };
+                Ok(Some(CursorRecord {
+                    ts,
+                    offset: self.data_start + off,
+                    len: len as u64,
+                    missed,
+                }))
+            }
+            Ok(None) => self.next_page_record(),
+            Err(m) => Err(self.page_error(m)),
+        }
+    }
+
+    #[cold]
+    fn page_error(&self, m: Malformed) -> Malformed {
+        Malformed(format!(
+            "page at data offset {}: {}",
+            self.next_page.saturating_sub(self.page_size),
+            m.0
+        ))
+    }
+
+    fn missed_now(&self) -> Option<i64> {
+        match self.page_missed {
+            Missed::None => None,
+            Missed::Count(n) => Some(n as i64),
+            Missed::Unknown => Some(-1),
+        }
+    }
+
+    /// Load pages until one has a record.
+    #[inline(never)]
+    fn next_page_record(&mut self) -> Result<Option<CursorRecord>, Malformed> {
+        loop {
+            if self.next_page >= self.data.len() {
+                return Ok(None);
+            }
+            let start = self.next_page;
+            let end = (start + self.page_size).min(self.data.len());
+            self.next_page = start + self.page_size;
+            let page = &self.data[start..end];
+            let h = read_header(&self.layout, page)
+                .map_err(|m| Malformed(format!("page at data offset {start}: {}", m.0)))?;
+            match h.missed {
+                Missed::None => {}
+                Missed::Count(n) => self.lost += n,
+                Missed::Unknown => self.lost_unknown = true,
+            }
+            self.page_missed = h.missed;
+            let d = self.layout.data_offset as usize;
+            self.data_start = start + d;
+            self.page_data = &page[d..d + h.commit as usize];
+            self.pos = 0;
+            self.ts = h.timestamp;
+            match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
+                Ok(Some((ts, off, len, at_start))) => {
+                    let missed = if at_start { self.missed_now() } else { None };
+                    return Ok(Some(CursorRecord {
+                        ts,
+                        offset: self.data_start + off,
+                        len: len as u64,
+                        missed,
+                    }));
+                }
+                Ok(None) => continue,
+                Err(m) => return Err(self.page_error(m)),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
