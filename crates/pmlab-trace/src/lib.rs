@@ -1,6 +1,18 @@
 //! pmlab-trace: trace events — format files, ring-buffer pages, trace.dat v6/v7
 //! and ftrace text reading, trace.dat v6 writing, and the recorder.
 
+pub mod dat;
+pub mod error;
+pub mod format;
 pub mod model;
+mod open;
+pub mod page;
+pub mod render;
+pub mod summary;
+pub mod text;
 
-pub use model::{Endian, EventFormat, Events, Field, FieldKind, FieldRef, Trace};
+pub use error::{FormatError, Malformed, TraceError};
+pub use model::{
+    Endian, EventFormat, Events, Field, FieldKind, FieldRef, LocKind, Trace, TraceMeta,
+};
+pub use open::{open, open_with};

@@ -4,8 +4,9 @@
 use serde::Serialize;
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum Endian {
+    #[default]
     Little,
     Big,
 }
@@ -16,7 +17,11 @@ pub enum FieldKind {
     /// An integer (or pointer) of `size` bytes.
     Int,
     /// A fixed array: `count` elements of `elem_size` bytes (`char comm[16]` is a string).
-    Array { elem_size: u32, count: u32, is_char: bool },
+    Array {
+        elem_size: u32,
+        count: u32,
+        is_char: bool,
+    },
     /// `__data_loc`: a u32 holding (len << 16 | offset) into the record; char strings or other arrays.
     DataLoc { is_char: bool },
     /// `__rel_loc`: like DataLoc, offset relative to the end of the field.
@@ -54,6 +59,87 @@ impl EventFormat {
     }
 }
 
+/// The bytes events point into: an owned buffer, or a read-only map of the trace file
+/// (uncompressed trace.dat data is decoded in place, without a copy).
+/// Reads like a `[u8]`; the Vec-style writers turn a mapped buffer into an owned one first.
+#[derive(Clone, Default)]
+pub struct Raw(RawInner);
+
+#[derive(Clone)]
+enum RawInner {
+    Owned(Vec<u8>),
+    Mapped(std::sync::Arc<memmap2::Mmap>),
+}
+
+impl Default for RawInner {
+    fn default() -> Self {
+        RawInner::Owned(Vec::new())
+    }
+}
+
+impl Raw {
+    pub fn new() -> Raw {
+        Raw::default()
+    }
+    /// A map of a whole file.
+    pub fn mapped(map: std::sync::Arc<memmap2::Mmap>) -> Raw {
+        Raw(RawInner::Mapped(map))
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            RawInner::Owned(v) => v,
+            RawInner::Mapped(m) => m,
+        }
+    }
+    /// The bytes as an owned, growable Vec (copies a mapped buffer once).
+    pub fn to_mut(&mut self) -> &mut Vec<u8> {
+        if let RawInner::Mapped(m) = &self.0 {
+            self.0 = RawInner::Owned(m.to_vec());
+        }
+        match &mut self.0 {
+            RawInner::Owned(v) => v,
+            RawInner::Mapped(_) => unreachable!(),
+        }
+    }
+    pub fn push(&mut self, b: u8) {
+        self.to_mut().push(b)
+    }
+    pub fn extend_from_slice(&mut self, s: &[u8]) {
+        self.to_mut().extend_from_slice(s)
+    }
+    pub fn resize(&mut self, n: usize, v: u8) {
+        self.to_mut().resize(n, v)
+    }
+    pub fn clear(&mut self) {
+        self.0 = RawInner::Owned(Vec::new());
+    }
+}
+
+impl std::ops::Deref for Raw {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<u8>> for Raw {
+    fn from(v: Vec<u8>) -> Raw {
+        Raw(RawInner::Owned(v))
+    }
+}
+
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Raw({} bytes)", self.len())
+    }
+}
+
+impl PartialEq for Raw {
+    fn eq(&self, other: &Raw) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
 /// Events in columns, sorted by timestamp. Event `i`'s record (the payload that
 /// starts with the common fields) is `raw[off[i] .. off[i] + len[i]]`.
 #[derive(Debug, Clone, Default)]
@@ -64,7 +150,7 @@ pub struct Events {
     pub id: Vec<u16>,
     pub off: Vec<u64>,
     pub len: Vec<u32>,
-    pub raw: Vec<u8>,
+    pub raw: Raw,
 }
 
 impl Events {
@@ -98,8 +184,29 @@ pub enum LocKind {
     RelLoc,
 }
 
+/// Facts about where a trace came from, for `pmlab trace info` and `pmlab dump`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceMeta {
+    /// trace.dat file version (6 or 7); 0 for ftrace text.
+    pub version: u32,
+    /// Compression of a v7 file ("zstd", "zlib"), None when uncompressed.
+    pub compression: Option<String>,
+    /// Trace clock ("local", "global", "x86-tsc", ...), when the file says.
+    pub clock: Option<String>,
+    /// The CPU count trace-cmd reports (`cpus=N`).
+    pub cpus_reported: u32,
+    /// Buffer (instance) names; index 0 is the top buffer (""). One entry when the file has no instances.
+    pub buffers: Vec<String>,
+    /// Per event: index into `buffers`. Empty when all events come from buffer 0.
+    pub event_buffer: Vec<u8>,
+    /// Events lost before event `index` (as trace-cmd reports them): -1 when the count is unknown.
+    pub missed_before: Vec<(usize, i64)>,
+    /// True when timestamps are in nanoseconds (not raw counter ticks such as x86-tsc).
+    pub ts_in_ns: bool,
+}
+
 /// A whole decoded trace.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Trace {
     pub endian: Endian,
     pub long_size: u32,
@@ -118,6 +225,8 @@ pub struct Trace {
     pub lost: Vec<Option<u64>>,
     /// Free-form source description: "trace.dat v6", "trace.dat v7 (zstd)", "ftrace text".
     pub source: String,
+    /// Version, compression, buffers, missed-event marks.
+    pub meta: TraceMeta,
 }
 
 impl Trace {
@@ -137,7 +246,12 @@ impl Trace {
             FieldKind::RelLoc { .. } => LocKind::RelLoc,
             _ => LocKind::Inline,
         };
-        Some(FieldRef { offset: f.offset, size: f.size, signed: f.signed, loc })
+        Some(FieldRef {
+            offset: f.offset,
+            size: f.size,
+            signed: f.signed,
+            loc,
+        })
     }
 
     #[inline]

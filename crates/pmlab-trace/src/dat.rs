@@ -1,0 +1,1028 @@
+//! trace.dat reader, versions 6 and 7 (sections; zstd or zlib compression): headers,
+//! formats, cmdlines, kallsyms, printk formats, then per-CPU ring-buffer pages decoded
+//! into columns and merged by timestamp the way `trace-cmd report` orders them.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use crate::error::{FormatError, Malformed};
+use crate::format::{parse_format_opts, parse_header_page, HeaderPage};
+use crate::model::{Endian, EventFormat, Events, Raw, Trace, TraceMeta};
+use crate::page::{PageCursor, PageLayout};
+
+/// The first bytes of every trace.dat file.
+pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
+
+/// What to load besides the events.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Parse kallsyms (needed to render `%pS` fields).
+    pub kallsyms: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { kallsyms: true }
+    }
+}
+
+/// Errors of the byte-level reader before the path is attached.
+#[derive(Debug)]
+pub enum DatError {
+    Malformed(Malformed),
+    Format(FormatError),
+}
+
+impl From<Malformed> for DatError {
+    fn from(m: Malformed) -> Self {
+        DatError::Malformed(m)
+    }
+}
+impl From<FormatError> for DatError {
+    fn from(f: FormatError) -> Self {
+        DatError::Format(f)
+    }
+}
+
+type R<T> = Result<T, DatError>;
+
+fn bad<T>(msg: impl Into<String>) -> R<T> {
+    Err(DatError::Malformed(Malformed(msg.into())))
+}
+
+/// A bounds-checked reader over the file bytes.
+struct Cur<'a> {
+    b: &'a [u8],
+    pos: usize,
+    big: bool,
+}
+
+impl<'a> Cur<'a> {
+    fn at(b: &'a [u8], pos: usize, big: bool) -> Cur<'a> {
+        Cur { b, pos, big }
+    }
+    fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
+        if n > self.b.len() || self.pos > self.b.len() - n {
+            return bad(format!(
+                "truncated: {what} needs {n} bytes at offset {} but the data ends at {}",
+                self.pos,
+                self.b.len()
+            ));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u16(&mut self, what: &str) -> R<u16> {
+        let s = self.take(2, what)?;
+        let a = [s[0], s[1]];
+        Ok(if self.big {
+            u16::from_be_bytes(a)
+        } else {
+            u16::from_le_bytes(a)
+        })
+    }
+    fn u32(&mut self, what: &str) -> R<u32> {
+        let s = self.take(4, what)?;
+        let a = [s[0], s[1], s[2], s[3]];
+        Ok(if self.big {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        })
+    }
+    fn u64(&mut self, what: &str) -> R<u64> {
+        let s = self.take(8, what)?;
+        let a: [u8; 8] = s.try_into().unwrap();
+        Ok(if self.big {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        })
+    }
+    fn cstr(&mut self, what: &str) -> R<&'a str> {
+        let rest = self.b.get(self.pos..).unwrap_or(&[]);
+        let Some(n) = rest.iter().position(|&c| c == 0) else {
+            return bad(format!(
+                "truncated: {what} at offset {} has no terminating NUL",
+                self.pos
+            ));
+        };
+        let s = std::str::from_utf8(&rest[..n])
+            .map_err(|_| Malformed(format!("{what} at offset {} is not UTF-8", self.pos)))?;
+        self.pos += n + 1;
+        Ok(s)
+    }
+    fn sized_text(&mut self, size: u64, what: &str) -> R<String> {
+        let n = usize::try_from(size).unwrap_or(usize::MAX);
+        let s = self.take(n, what)?;
+        Ok(match std::str::from_utf8(s) {
+            Ok(t) => t.to_owned(),
+            Err(_) => String::from_utf8_lossy(s).into_owned(),
+        })
+    }
+}
+
+/// Everything the headers say, before the events are decoded.
+#[derive(Default)]
+struct Headers {
+    version: u32,
+    big: bool,
+    long_size: u32,
+    page_size: u32,
+    compression: Option<String>,
+    header_page: Option<String>,
+    ftrace_formats: Vec<String>,
+    event_formats: Vec<(String, String)>,
+    kallsyms: Option<String>,
+    printk: Option<String>,
+    cmdlines: Option<String>,
+    cpus: u32,
+    clock: Option<String>,
+    tsc2nsec: bool,
+    buffers: Vec<Buffer>,
+}
+
+struct Buffer {
+    name: String,
+    /// (cpu id, file offset, size) in file order.
+    cpus: Vec<(u32, u64, u64)>,
+    compressed: bool,
+}
+
+/// Decompresses v7 blocks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Codec {
+    None,
+    Zstd,
+    Zlib,
+}
+
+impl Codec {
+    fn from_name(name: &str) -> R<Codec> {
+        match name {
+            "none" | "" => Ok(Codec::None),
+            "zstd" => Ok(Codec::Zstd),
+            "zlib" => Ok(Codec::Zlib),
+            other => bad(format!("unsupported compression `{other}`")),
+        }
+    }
+
+    fn decompress_into(self, src: &[u8], usize_: usize, out: &mut Vec<u8>, what: &str) -> R<()> {
+        let start = out.len();
+        match self {
+            Codec::None => {
+                return bad(format!(
+                    "{what} is flagged compressed but the file names no compression"
+                ))
+            }
+            Codec::Zstd => {
+                out.reserve(usize_);
+                let mut dec = zstd::stream::read::Decoder::with_buffer(src)
+                    .map_err(|e| Malformed(format!("{what}: zstd: {e}")))?;
+                let got = (&mut dec)
+                    .take(usize_ as u64 + 1)
+                    .read_to_end(out)
+                    .map_err(|e| Malformed(format!("{what}: zstd: {e}")))?;
+                let _ = got;
+            }
+            Codec::Zlib => {
+                out.reserve(usize_);
+                let dec = flate2::read::ZlibDecoder::new(src);
+                dec.take(usize_ as u64 + 1)
+                    .read_to_end(out)
+                    .map_err(|e| Malformed(format!("{what}: zlib: {e}")))?;
+            }
+        }
+        let got = out.len() - start;
+        if got != usize_ {
+            return bad(format!(
+                "{what}: decompressed to {got} bytes, the header says {usize_}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parse a whole trace.dat held in memory.
+pub fn parse(bytes: &[u8], opts: &LoadOptions) -> R<Trace> {
+    let h = parse_headers(bytes)?;
+    build_trace(bytes, || Raw::from(bytes.to_vec()), h, opts)
+}
+
+/// Parse a mapped trace.dat; uncompressed event data is used in place.
+pub fn parse_mapped(map: std::sync::Arc<memmap2::Mmap>, opts: &LoadOptions) -> R<Trace> {
+    let bytes: &[u8] = &map;
+    let h = parse_headers(bytes)?;
+    build_trace(bytes, || Raw::mapped(map.clone()), h, opts)
+}
+
+fn parse_headers(bytes: &[u8]) -> R<Headers> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return bad("not a trace.dat file (wrong magic)");
+    }
+    let mut c = Cur::at(bytes, MAGIC.len(), false);
+    let version_str = c.cstr("version")?;
+    let version: u32 = version_str
+        .parse()
+        .map_err(|_| Malformed(format!("bad version `{version_str}`")))?;
+    if version != 6 && version != 7 {
+        return bad(format!(
+            "unsupported trace.dat version {version} (pmlab reads 6 and 7)"
+        ));
+    }
+    let endian = c.take(1, "endianness")?[0];
+    let long_size = c.take(1, "long size")?[0] as u32;
+    if endian > 1 {
+        return bad(format!("bad endianness flag {endian}"));
+    }
+    if long_size != 4 && long_size != 8 {
+        return bad(format!("bad long size {long_size}"));
+    }
+    c.big = endian == 1;
+    let page_size = c.u32("page size")?;
+    if !(256..=(1 << 24)).contains(&page_size) || !page_size.is_power_of_two() {
+        return bad(format!("bad page size {page_size}"));
+    }
+    let mut h = Headers {
+        version,
+        big: c.big,
+        long_size,
+        page_size,
+        ..Default::default()
+    };
+    if version == 6 {
+        parse_v6(&mut c, &mut h)?;
+    } else {
+        parse_v7(&mut c, &mut h)?;
+    }
+    Ok(h)
+}
+
+fn read_header_files(c: &mut Cur, h: &mut Headers) -> R<()> {
+    let tag = c.take(12, "header_page tag")?;
+    if tag != b"header_page\0" {
+        return bad(format!("expected `header_page` at offset {}", c.pos - 12));
+    }
+    let n = c.u64("header_page size")?;
+    h.header_page = Some(c.sized_text(n, "header_page")?);
+    let tag = c.take(13, "header_event tag")?;
+    if tag != b"header_event\0" {
+        return bad(format!("expected `header_event` at offset {}", c.pos - 13));
+    }
+    let n = c.u64("header_event size")?;
+    c.take(usize::try_from(n).unwrap_or(usize::MAX), "header_event")?;
+    Ok(())
+}
+
+fn read_ftrace_formats(c: &mut Cur, h: &mut Headers) -> R<()> {
+    let count = c.u32("ftrace format count")?;
+    for _ in 0..count {
+        let n = c.u64("ftrace format size")?;
+        h.ftrace_formats.push(c.sized_text(n, "ftrace format")?);
+    }
+    Ok(())
+}
+
+fn read_event_formats(c: &mut Cur, h: &mut Headers) -> R<()> {
+    let systems = c.u32("event system count")?;
+    for _ in 0..systems {
+        let sys = c.cstr("event system name")?.to_string();
+        let count = c.u32("event count")?;
+        for _ in 0..count {
+            let n = c.u64("event format size")?;
+            let text = c.sized_text(n, "event format")?;
+            h.event_formats.push((sys.clone(), text));
+        }
+    }
+    Ok(())
+}
+
+fn read_u32_sized(c: &mut Cur, what: &str) -> R<String> {
+    let n = c.u32(what)?;
+    c.sized_text(n as u64, what)
+}
+
+fn parse_v6(c: &mut Cur, h: &mut Headers) -> R<()> {
+    read_header_files(c, h)?;
+    read_ftrace_formats(c, h)?;
+    read_event_formats(c, h)?;
+    h.kallsyms = Some(read_u32_sized(c, "kallsyms")?);
+    h.printk = Some(read_u32_sized(c, "printk formats")?);
+    let n = c.u64("cmdlines size")?;
+    h.cmdlines = Some(c.sized_text(n, "cmdlines")?);
+    h.cpus = c.u32("cpu count")?;
+    if h.cpus > 4096 {
+        return bad(format!("implausible cpu count {}", h.cpus));
+    }
+    let mut instances: Vec<(String, u64)> = Vec::new();
+    let top = read_v6_data_kind(c, h, &mut instances)?;
+    h.buffers.push(Buffer {
+        name: String::new(),
+        cpus: top,
+        compressed: false,
+    });
+    for (name, off) in instances {
+        let mut ic = Cur::at(c.b, usize::try_from(off).unwrap_or(usize::MAX), c.big);
+        let mut nested = Vec::new();
+        let cpus = read_v6_data_kind(&mut ic, h, &mut nested)?;
+        h.buffers.push(Buffer {
+            name,
+            cpus,
+            compressed: false,
+        });
+    }
+    Ok(())
+}
+
+/// Reads `options  \0`… then `flyrecord\0` and the per-CPU (offset, size) pairs.
+fn read_v6_data_kind(
+    c: &mut Cur,
+    h: &mut Headers,
+    instances: &mut Vec<(String, u64)>,
+) -> R<Vec<(u32, u64, u64)>> {
+    loop {
+        let tag = c.take(10, "data kind")?;
+        match tag {
+            b"options  \0" => loop {
+                let id = c.u16("option id")?;
+                if id == 0 {
+                    break;
+                }
+                let size = c.u32("option size")?;
+                let data = c.take(size as usize, "option")?;
+                handle_option(id, data, c.big, h, instances, false)?;
+            },
+            b"flyrecord\0" => {
+                let mut v = Vec::with_capacity(h.cpus as usize);
+                for cpu in 0..h.cpus {
+                    let off = c.u64("cpu data offset")?;
+                    let size = c.u64("cpu data size")?;
+                    v.push((cpu, off, size));
+                }
+                return Ok(v);
+            }
+            b"latency  \0" => return bad("latency (text) trace.dat files are not supported"),
+            _ => {
+                return bad(format!(
+                    "unknown data kind {:?} at offset {}",
+                    String::from_utf8_lossy(tag),
+                    c.pos - 10
+                ))
+            }
+        }
+    }
+}
+
+fn handle_option(
+    id: u16,
+    data: &[u8],
+    big: bool,
+    h: &mut Headers,
+    instances: &mut Vec<(String, u64)>,
+    v7: bool,
+) -> R<()> {
+    let mut d = Cur::at(data, 0, big);
+    match id {
+        // BUFFER
+        3 => {
+            let off = d.u64("buffer offset")?;
+            let name = d.cstr("buffer name")?.to_string();
+            if !v7 {
+                if !name.is_empty() {
+                    instances.push((name, off));
+                }
+                return Ok(());
+            }
+            let clock = d.cstr("buffer clock")?.to_string();
+            let _page_size = d.u32("buffer page size")?;
+            let n = d.u32("buffer cpu count")?;
+            if n > 4096 {
+                return bad(format!("implausible buffer cpu count {n}"));
+            }
+            let mut cpus = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let cpu = d.u32("buffer cpu id")?;
+                let o = d.u64("buffer cpu offset")?;
+                let s = d.u64("buffer cpu size")?;
+                if cpu > 4095 {
+                    return bad(format!("implausible cpu id {cpu}"));
+                }
+                cpus.push((cpu, o, s));
+            }
+            if name.is_empty() && h.clock.is_none() {
+                h.clock = Some(clock);
+            }
+            // The section header at `off` says whether the data is compressed.
+            h.buffers.push(Buffer {
+                name,
+                cpus,
+                compressed: off != 0 && off < u64::MAX,
+            });
+            instances.push((String::new(), off));
+        }
+        // TRACECLOCK
+        4 => {
+            let text = String::from_utf8_lossy(data);
+            if let Some(start) = text.find('[') {
+                if let Some(end) = text[start..].find(']') {
+                    h.clock = Some(text[start + 1..start + end].to_string());
+                }
+            }
+        }
+        // CPUCOUNT
+        8 => {
+            h.cpus = d.u32("cpu count")?;
+        }
+        // TSC2NSEC
+        14 => h.tsc2nsec = true,
+        _ => {}
+    }
+    Ok(())
+}
+
+struct SectionHeader {
+    id: u16,
+    flags: u16,
+    size: u64,
+}
+
+fn read_section_header(c: &mut Cur) -> R<SectionHeader> {
+    let id = c.u16("section id")?;
+    let flags = c.u16("section flags")?;
+    let _desc = c.u32("section description")?;
+    let size = c.u64("section size")?;
+    Ok(SectionHeader { id, flags, size })
+}
+
+/// The bytes of a section after its header, decompressed when flagged.
+fn section_body<'a>(
+    bytes: &'a [u8],
+    offset: u64,
+    want_id: u16,
+    codec: Codec,
+    big: bool,
+    buf: &'a mut Vec<u8>,
+) -> R<&'a [u8]> {
+    let mut c = Cur::at(bytes, usize::try_from(offset).unwrap_or(usize::MAX), big);
+    let sh = read_section_header(&mut c)?;
+    if sh.id != want_id {
+        return bad(format!(
+            "section at offset {offset} has id {}, expected {want_id}",
+            sh.id
+        ));
+    }
+    if sh.flags & 1 == 0 {
+        return c.take(usize::try_from(sh.size).unwrap_or(usize::MAX), "section");
+    }
+    let csize = c.u32("compressed size")?;
+    let usize_ = c.u32("uncompressed size")?;
+    if csize as u64 + 8 > sh.size {
+        return bad(format!(
+            "section {want_id} at offset {offset}: compressed size {csize} exceeds the section size {}",
+            sh.size
+        ));
+    }
+    let src = c.take(csize as usize, "compressed section")?;
+    buf.clear();
+    codec.decompress_into(
+        src,
+        usize_ as usize,
+        buf,
+        &format!("section {want_id} at offset {offset}"),
+    )?;
+    Ok(&buf[..])
+}
+
+fn parse_v7(c: &mut Cur, h: &mut Headers) -> R<()> {
+    let name = c.cstr("compression name")?.to_string();
+    let _ver = c.cstr("compression version")?;
+    let codec = Codec::from_name(&name)?;
+    if codec != Codec::None {
+        h.compression = Some(name);
+    }
+    let mut next = c.u64("options offset")?;
+    let bytes = c.b;
+    let big = c.big;
+    let mut offsets: Vec<(u16, u64)> = Vec::new();
+    let mut buffer_offsets: Vec<(String, u64)> = Vec::new();
+    let mut seen = 0;
+    let mut buf = Vec::new();
+    while next != 0 {
+        seen += 1;
+        if seen > 1000 {
+            return bad("options sections form a loop");
+        }
+        let body = section_body(bytes, next, 0, codec, big, &mut buf)?.to_vec();
+        let mut o = Cur::at(&body, 0, big);
+        next = 0;
+        loop {
+            let id = o.u16("option id")?;
+            let size = o.u32("option size")?;
+            let data = o.take(size as usize, "option")?;
+            match id {
+                0 => {
+                    next = Cur::at(data, 0, big).u64("next options offset")?;
+                    break;
+                }
+                16..=21 => offsets.push((id, Cur::at(data, 0, big).u64("section offset")?)),
+                _ => handle_option(id, data, big, h, &mut buffer_offsets, true)?,
+            }
+        }
+    }
+    for (id, off) in offsets {
+        let body = section_body(bytes, off, id, codec, big, &mut buf)?;
+        let mut s = Cur::at(body, 0, big);
+        match id {
+            16 => read_header_files(&mut s, h)?,
+            17 => read_ftrace_formats(&mut s, h)?,
+            18 => read_event_formats(&mut s, h)?,
+            19 => h.kallsyms = Some(read_u32_sized(&mut s, "kallsyms")?),
+            20 => h.printk = Some(read_u32_sized(&mut s, "printk formats")?),
+            21 => {
+                let n = s.u64("cmdlines size")?;
+                h.cmdlines = Some(s.sized_text(n, "cmdlines")?);
+            }
+            _ => {}
+        }
+    }
+    // Flyrecord section headers: is the data compressed?
+    for (b, (_, off)) in h.buffers.iter_mut().zip(buffer_offsets.iter()) {
+        let mut s = Cur::at(bytes, usize::try_from(*off).unwrap_or(usize::MAX), big);
+        let sh = read_section_header(&mut s)?;
+        if sh.id != 3 {
+            return bad(format!(
+                "buffer section at offset {off} has id {}, expected 3",
+                sh.id
+            ));
+        }
+        b.compressed = sh.flags & 1 != 0;
+        if b.compressed && codec == Codec::None {
+            return bad("buffer data is flagged compressed but the file names no compression");
+        }
+    }
+    if h.header_page.is_none() {
+        return bad("no header_page section");
+    }
+    // trace-cmd puts the top buffer first.
+    h.buffers.sort_by_key(|b| !b.name.is_empty());
+    if h.buffers
+        .first()
+        .map(|b| !b.name.is_empty())
+        .unwrap_or(true)
+    {
+        h.buffers.insert(
+            0,
+            Buffer {
+                name: String::new(),
+                cpus: Vec::new(),
+                compressed: false,
+            },
+        );
+    }
+    h.compression = h.compression.take();
+    let _ = codec;
+    h.tsc2nsec |= false;
+    Ok(())
+}
+
+fn codec_of(h: &Headers) -> Codec {
+    match h.compression.as_deref() {
+        Some("zstd") => Codec::Zstd,
+        Some("zlib") => Codec::Zlib,
+        _ => Codec::None,
+    }
+}
+
+/// A vector whose pages the kernel may back with transparent huge pages
+/// (fewer page faults when filling hundreds of megabytes).
+pub fn huge_vec<T>(cap: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(cap);
+    let bytes = cap * std::mem::size_of::<T>();
+    if bytes >= 4 << 20 {
+        let start = v.as_ptr() as usize;
+        let aligned = (start + 4095) & !4095;
+        let end = (start + bytes) & !4095;
+        if end > aligned {
+            // SAFETY: advisory call on memory this Vec owns; failure is harmless.
+            unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    v
+}
+
+fn build_trace(
+    bytes: &[u8],
+    keep: impl FnOnce() -> Raw,
+    h: Headers,
+    opts: &LoadOptions,
+) -> R<Trace> {
+    let endian = if h.big { Endian::Big } else { Endian::Little };
+    let header_page = match &h.header_page {
+        Some(t) => parse_header_page(t)?,
+        None => HeaderPage::for_long_size(h.long_size),
+    };
+    let layout = PageLayout::new(endian, &header_page);
+    let mut formats: HashMap<u16, EventFormat> = HashMap::new();
+    for text in &h.ftrace_formats {
+        let mut f = parse_format_opts(text, h.long_size, false)?;
+        f.system = "ftrace".into();
+        formats.insert(f.id, f);
+    }
+    for (sys, text) in &h.event_formats {
+        let mut f = parse_format_opts(text, h.long_size, false).map_err(|mut e| {
+            e.event = format!("{sys}/{}", e.event);
+            e
+        })?;
+        f.system = sys.clone();
+        formats.insert(f.id, f);
+    }
+    let (type_off, pid_off) = common_offsets(&formats);
+    let cmdlines = h
+        .cmdlines
+        .as_deref()
+        .map(parse_cmdlines)
+        .unwrap_or_default();
+    let kallsyms = if opts.kallsyms {
+        h.kallsyms
+            .as_deref()
+            .map(parse_kallsyms)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let printk_formats = h
+        .printk
+        .as_deref()
+        .map(parse_printk_formats)
+        .unwrap_or_default();
+
+    // The CPU data regions: in the file itself, or decompressed into a new arena.
+    let codec = codec_of(&h);
+    let page_size = h.page_size as usize;
+    let mut regions: Vec<(u8, u32, usize, usize)> = Vec::new(); // buffer, cpu, start, len
+    let any_compressed = h
+        .buffers
+        .iter()
+        .any(|b| b.compressed && b.cpus.iter().any(|c| c.2 > 0));
+    let raw: Raw = if any_compressed {
+        let mut arena: Vec<u8> = huge_vec(bytes.len() * 8);
+        for (bi, b) in h.buffers.iter().enumerate() {
+            for &(cpu, off, size) in &b.cpus {
+                if size == 0 {
+                    continue;
+                }
+                let start = arena.len();
+                if b.compressed {
+                    decompress_cpu(bytes, off, size, codec, h.big, &mut arena, cpu)?;
+                } else {
+                    let (o, e) = region_in_file(off, size, bytes.len(), cpu)?;
+                    arena.extend_from_slice(&bytes[o..e]);
+                }
+                regions.push((bi as u8, cpu, start, arena.len() - start));
+            }
+        }
+        Raw::from(arena)
+    } else {
+        for (bi, b) in h.buffers.iter().enumerate() {
+            for &(cpu, off, size) in &b.cpus {
+                if size == 0 {
+                    continue;
+                }
+                let (o, e) = region_in_file(off, size, bytes.len(), cpu)?;
+                regions.push((bi as u8, cpu, o, e - o));
+            }
+        }
+        keep()
+    };
+    let max_cpu = h
+        .buffers
+        .iter()
+        .flat_map(|b| b.cpus.iter().map(|c| c.0 + 1))
+        .max()
+        .unwrap_or(0);
+    let cpus = h.cpus.max(max_cpu);
+    let multi_buffer = regions.iter().any(|r| r.0 != 0);
+    let data_bytes: usize = regions.iter().map(|r| r.3).sum();
+    let mut cursors: Vec<(u8, u32, PageCursor)> = regions
+        .iter()
+        .map(|&(bi, cpu, start, len)| {
+            (
+                bi,
+                cpu,
+                PageCursor::new(layout, &raw[start..start + len], page_size),
+            )
+        })
+        .collect();
+    let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
+    let merged = merge(
+        &mut cursors,
+        &bases,
+        &raw,
+        endian,
+        type_off,
+        pid_off,
+        multi_buffer,
+        data_bytes / 16 + 16,
+    )?;
+    let mut lost: Vec<Option<u64>> = vec![Some(0); cpus as usize];
+    for (_, cpu, c) in &cursors {
+        if let Some(l) = lost.get_mut(*cpu as usize) {
+            *l = match (*l, c.lost_unknown) {
+                (Some(x), false) => Some(x + c.lost),
+                _ => None,
+            };
+        }
+    }
+    drop(cursors);
+    let (mut events, event_buffer, missed_before) = merged;
+    events.raw = raw;
+    let buffers: Vec<String> = h.buffers.iter().map(|b| b.name.clone()).collect();
+    let event_buffer = if buffers.len() > 1 {
+        event_buffer
+    } else {
+        Vec::new()
+    };
+    let ts_in_ns = h.tsc2nsec
+        || match h.clock.as_deref() {
+            None => true,
+            Some(c) => {
+                matches!(
+                    c,
+                    "local" | "global" | "uptime" | "perf" | "tai" | "tsc2nsec"
+                ) || c.starts_with("mono")
+            }
+        };
+    let source = match &h.compression {
+        Some(c) => format!("trace.dat v{} ({c})", h.version),
+        None => format!("trace.dat v{}", h.version),
+    };
+    Ok(Trace {
+        endian,
+        long_size: header_page.commit_size,
+        page_size: h.page_size,
+        cpus,
+        formats,
+        events,
+        cmdlines,
+        kallsyms,
+        printk_formats,
+        lost,
+        source,
+        meta: TraceMeta {
+            version: h.version,
+            compression: h.compression.clone(),
+            clock: h.clock.clone(),
+            cpus_reported: h.cpus.max(if h.version == 7 { max_cpu } else { 0 }),
+            buffers,
+            event_buffer,
+            missed_before,
+            ts_in_ns,
+        },
+    })
+}
+
+fn region_in_file(off: u64, size: u64, file_len: usize, cpu: u32) -> R<(usize, usize)> {
+    match off.checked_add(size).filter(|&e| e <= file_len as u64) {
+        Some(e) => Ok((off as usize, e as usize)),
+        None => bad(format!(
+            "truncated: cpu {cpu} data needs bytes up to {} but the file has {file_len}",
+            off.saturating_add(size)
+        )),
+    }
+}
+
+fn decompress_cpu(
+    bytes: &[u8],
+    off: u64,
+    size: u64,
+    codec: Codec,
+    big: bool,
+    out: &mut Vec<u8>,
+    cpu: u32,
+) -> R<()> {
+    let mut c = Cur::at(bytes, usize::try_from(off).unwrap_or(usize::MAX), big);
+    let _ = size; // for compressed data trace-cmd records the uncompressed size here
+    let end = bytes.len() as u64;
+    let count = c.u32("chunk count")?;
+    for i in 0..count {
+        let csize = c.u32("chunk compressed size")?;
+        let usize_ = c.u32("chunk uncompressed size")?;
+        if c.pos as u64 + csize as u64 > end {
+            return bad(format!(
+                "cpu {cpu} chunk {i}: compressed size {csize} runs past the end of the file ({end} bytes)"
+            ));
+        }
+        if usize_ > 1 << 30 {
+            return bad(format!(
+                "cpu {cpu} chunk {i}: implausible uncompressed size {usize_}"
+            ));
+        }
+        let src = c.take(csize as usize, "compressed chunk")?;
+        codec.decompress_into(src, usize_ as usize, out, &format!("cpu {cpu} chunk {i}"))?;
+    }
+    Ok(())
+}
+
+/// Offsets of `common_type` and `common_pid` (the same in every format).
+fn common_offsets(formats: &HashMap<u16, EventFormat>) -> (usize, usize) {
+    let mut t = 0;
+    let mut p = 4;
+    if let Some(f) = formats.values().next() {
+        if let Some(x) = f.field("common_type") {
+            t = x.offset as usize;
+        }
+        if let Some(x) = f.field("common_pid") {
+            p = x.offset as usize;
+        }
+    }
+    (t, p)
+}
+
+type Merged = (Events, Vec<u8>, Vec<(usize, i64)>);
+
+/// k-way merge of the per-CPU cursors by timestamp straight into the event columns;
+/// equal timestamps go to the lower cursor (buffer, then CPU position), as trace-cmd does.
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    cursors: &mut [(u8, u32, PageCursor)],
+    bases: &[usize],
+    raw: &[u8],
+    endian: Endian,
+    type_off: usize,
+    pid_off: usize,
+    multi_buffer: bool,
+    estimate: usize,
+) -> R<Merged> {
+    let mut ev = Events {
+        ts: huge_vec(estimate),
+        cpu: huge_vec(estimate),
+        pid: huge_vec(estimate),
+        id: huge_vec(estimate),
+        off: huge_vec(estimate),
+        len: huge_vec(estimate),
+        raw: Raw::new(),
+    };
+    let mut ebuf: Vec<u8> = if multi_buffer {
+        Vec::with_capacity(estimate)
+    } else {
+        Vec::new()
+    };
+    let mut missed_before = Vec::new();
+    let big = endian == Endian::Big;
+    let need = (type_off + 2).max(pid_off + 4);
+    let k = cursors.len();
+    let mut heads: Vec<Option<crate::page::CursorRecord>> = Vec::with_capacity(k);
+    for (i, c) in cursors.iter_mut().enumerate() {
+        heads.push(
+            c.2.next_record()
+                .map_err(|m| Malformed(format!("cpu {}: {}", c.1, m.0)))?,
+        );
+        let _ = i;
+    }
+    loop {
+        // Pick the lowest head; ties go to the lowest index.
+        let mut best = usize::MAX;
+        let mut best_ts = 0u64;
+        for (i, h) in heads.iter().enumerate() {
+            if let Some(r) = h {
+                if best == usize::MAX || r.ts < best_ts {
+                    best = i;
+                    best_ts = r.ts;
+                }
+            }
+        }
+        if best == usize::MAX {
+            break;
+        }
+        // The others' lowest head bounds how far this cursor may run alone.
+        let mut limit = u64::MAX;
+        let mut limit_wins_ties = false;
+        for (i, h) in heads.iter().enumerate() {
+            if i == best {
+                continue;
+            }
+            if let Some(r) = h {
+                if r.ts < limit || (r.ts == limit && i < best) {
+                    limit = r.ts;
+                    limit_wins_ties = i < best;
+                }
+            }
+        }
+        let (bi, cpu, cur) = &mut cursors[best];
+        let base = bases[best];
+        let mut rec = heads[best].take().unwrap();
+        loop {
+            let o = base + rec.offset;
+            let (id, pid) = if rec.len as usize >= need {
+                let b = &raw[o..o + need];
+                let t = [b[type_off], b[type_off + 1]];
+                let p = [b[pid_off], b[pid_off + 1], b[pid_off + 2], b[pid_off + 3]];
+                if big {
+                    (u16::from_be_bytes(t), i32::from_be_bytes(p))
+                } else {
+                    (u16::from_le_bytes(t), i32::from_le_bytes(p))
+                }
+            } else {
+                (0, 0)
+            };
+            if let Some(m) = rec.missed {
+                missed_before.push((ev.ts.len(), m));
+            }
+            ev.ts.push(rec.ts);
+            ev.cpu.push(*cpu);
+            ev.pid.push(pid);
+            ev.id.push(id);
+            ev.off.push(o as u64);
+            ev.len.push(rec.len as u32);
+            if multi_buffer {
+                ebuf.push(*bi);
+            }
+            match cur
+                .next_record()
+                .map_err(|m| Malformed(format!("cpu {cpu}: {}", m.0)))?
+            {
+                Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+                other => {
+                    heads[best] = other;
+                    break;
+                }
+            }
+        }
+    }
+    Ok((ev, ebuf, missed_before))
+}
+
+/// `saved_cmdlines`: "PID COMM" per line; the first entry of a pid wins.
+pub fn parse_cmdlines(text: &str) -> HashMap<i32, String> {
+    let mut m = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        let Some(sp) = line.find(|c: char| c.is_whitespace()) else {
+            continue;
+        };
+        let Ok(pid) = line[..sp].parse::<i32>() else {
+            continue;
+        };
+        let comm = line[sp..].trim_start();
+        if comm.is_empty() {
+            continue;
+        }
+        m.entry(pid).or_insert_with(|| comm.to_string());
+    }
+    m
+}
+
+/// `/proc/kallsyms`, keeping what libtraceevent keeps (no `$` names, no absolute symbols), sorted by address.
+pub fn parse_kallsyms(text: &str) -> Vec<(u64, String)> {
+    let mut v = Vec::with_capacity(text.len() / 40);
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(a), Some(t), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        if name.starts_with('$') || t == "A" || t == "a" {
+            continue;
+        }
+        v.push((addr, name.to_string()));
+    }
+    // libtraceevent prepends each symbol to a list, then sorts: equal addresses end up in reverse file order.
+    v.reverse();
+    v.sort_by_key(|e| e.0);
+    v
+}
+
+/// `printk_formats`: `0xADDR : "format"` per line.
+pub fn parse_printk_formats(text: &str) -> HashMap<u64, String> {
+    let mut m = HashMap::new();
+    for line in text.lines() {
+        let Some((a, f)) = line.split_once(':') else {
+            continue;
+        };
+        let a = a.trim();
+        let a = a.strip_prefix("0x").unwrap_or(a);
+        let Ok(addr) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        let mut f = f.strip_prefix(' ').unwrap_or(f);
+        f = f.strip_prefix('"').unwrap_or(f);
+        let mut s = f.to_string();
+        if s.ends_with('"') {
+            s.pop();
+        }
+        if s.ends_with("\\n") {
+            s.truncate(s.len() - 2);
+        }
+        m.insert(addr, s);
+    }
+    m
+}

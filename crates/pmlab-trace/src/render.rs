@@ -1,0 +1,1415 @@
+//! Rendering of decoded events as `trace-cmd report -R -t` prints them: one line per
+//! event, raw fields as libtraceevent's `tep_print_fields` writes them (print-format
+//! conversions for plain `REC->field` arguments, raw numbers, strings and byte arrays
+//! otherwise). Allocation-free per event: everything is appended to a caller's buffer.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::Write;
+
+use crate::model::{Endian, EventFormat, FieldKind, Trace};
+
+// ---------------------------------------------------------------------------
+// Small formatting helpers (itoa-style, no allocation).
+
+#[inline]
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = 20;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+#[inline]
+fn push_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+        push_u64(out, v.unsigned_abs());
+    } else {
+        push_u64(out, v as u64);
+    }
+}
+
+#[inline]
+fn push_hex(out: &mut Vec<u8>, mut v: u64, upper: bool) {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut buf = [0u8; 16];
+    let mut i = 16;
+    loop {
+        i -= 1;
+        buf[i] = digits[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// `%0Nllu` for N ≤ 20.
+#[inline]
+fn push_u64_zero_padded(out: &mut Vec<u8>, v: u64, width: usize) {
+    let start = out.len();
+    push_u64(out, v);
+    let n = out.len() - start;
+    if n < width {
+        let pad = width - n;
+        out.splice(start..start, std::iter::repeat_n(b'0', pad));
+    }
+}
+
+/// Right-align (or left-align) what was written since `start` in `width` columns.
+#[inline]
+fn pad_since(out: &mut Vec<u8>, start: usize, width: usize, left: bool) {
+    let n = out.len() - start;
+    if n >= width {
+        return;
+    }
+    let pad = width - n;
+    if left {
+        out.resize(out.len() + pad, b' ');
+    } else {
+        out.splice(start..start, std::iter::repeat_n(b' ', pad));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// printf subset used by event print formats.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spec {
+    left: bool,
+    zero: bool,
+    alt: bool,
+    width: Option<usize>,
+    precision: Option<usize>,
+    conv: u8,
+    /// -2 char, -1 short, 0 int, 1 long, 2 long long.
+    ls: i8,
+}
+
+fn parse_spec(fmt: &str) -> Spec {
+    let b = fmt.as_bytes();
+    let mut s = Spec {
+        left: false,
+        zero: false,
+        alt: false,
+        width: None,
+        precision: None,
+        conv: b's',
+        ls: 0,
+    };
+    let mut i = 1;
+    while i < b.len() {
+        match b[i] {
+            b'-' => s.left = true,
+            b'0' if s.width.is_none() && s.precision.is_none() => s.zero = true,
+            b'#' => s.alt = true,
+            b'.' => {
+                let mut p = 0usize;
+                i += 1;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    p = p * 10 + (b[i] - b'0') as usize;
+                    i += 1;
+                }
+                s.precision = Some(p);
+                continue;
+            }
+            c if c.is_ascii_digit() => {
+                let mut w = 0usize;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    w = w * 10 + (b[i] - b'0') as usize;
+                    i += 1;
+                }
+                s.width = Some(w);
+                continue;
+            }
+            b'h' => s.ls -= 1,
+            b'l' => s.ls += 1,
+            b'L' => s.ls = 2,
+            b'z' | b'Z' => s.ls = 1,
+            c => s.conv = c,
+        }
+        i += 1;
+    }
+    s
+}
+
+/// printf an integer conversion (d i u x X o) of `val` after libtraceevent's `ls` cast.
+fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usize>) {
+    let bits = match s.ls {
+        i8::MIN..=-2 => 8,
+        -1 => 16,
+        0 => 32,
+        _ => 64,
+    };
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let u = val & mask;
+    let mut digits: Vec<u8> = Vec::with_capacity(24);
+    let mut neg = false;
+    match s.conv {
+        b'd' | b'i' => {
+            let sv = if bits == 64 {
+                u as i64
+            } else {
+                ((u << (64 - bits)) as i64) >> (64 - bits)
+            };
+            neg = sv < 0;
+            push_u64(&mut digits, sv.unsigned_abs());
+        }
+        b'x' | b'X' => push_hex(&mut digits, u, s.conv == b'X'),
+        b'o' => {
+            let mut v = u;
+            let mut buf = [0u8; 23];
+            let mut i = 23;
+            loop {
+                i -= 1;
+                buf[i] = b'0' + (v & 7) as u8;
+                v >>= 3;
+                if v == 0 {
+                    break;
+                }
+            }
+            digits.extend_from_slice(&buf[i..]);
+        }
+        _ => push_u64(&mut digits, u),
+    }
+    if let Some(p) = s.precision {
+        if p == 0 && u == 0 {
+            digits.clear();
+        }
+        while digits.len() < p {
+            digits.insert(0, b'0');
+        }
+    }
+    let mut prefix: &[u8] = b"";
+    if neg {
+        prefix = b"-";
+    } else if s.alt && u != 0 {
+        prefix = match s.conv {
+            b'x' => b"0x",
+            b'X' => b"0X",
+            b'o' if digits.first() != Some(&b'0') => b"0",
+            _ => b"",
+        };
+    }
+    let width = width_override.or(s.width).unwrap_or(0);
+    let len = prefix.len() + digits.len();
+    if len >= width {
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(&digits);
+    } else if s.left {
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(&digits);
+        out.resize(out.len() + width - len, b' ');
+    } else if s.zero && s.precision.is_none() {
+        out.extend_from_slice(prefix);
+        out.resize(out.len() + width - len, b'0');
+        out.extend_from_slice(&digits);
+    } else {
+        out.resize(out.len() + width - len, b' ');
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(&digits);
+    }
+}
+
+fn printf_str(out: &mut Vec<u8>, s: &Spec, text: &[u8], len_arg: Option<usize>) {
+    let mut t = text;
+    let precision = if len_arg.is_some() && s.width.is_none() && s.precision.is_some() {
+        len_arg
+    } else {
+        s.precision
+    };
+    if let Some(p) = precision {
+        t = &t[..t.len().min(p)];
+    }
+    let width = if len_arg.is_some() && precision != len_arg {
+        len_arg
+    } else {
+        s.width
+    }
+    .unwrap_or(0);
+    let start = out.len();
+    out.extend_from_slice(t);
+    pad_since(out, start, width, s.left);
+}
+
+// ---------------------------------------------------------------------------
+// Print-format analysis (what libtraceevent builds as `print_cache`).
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Arg {
+    /// `REC->field`, with typecasts listed outermost first.
+    Field { index: usize, casts: Vec<String> },
+    /// A number literal.
+    Number(u64),
+    /// Anything else (expressions, helper calls).
+    Other,
+}
+
+#[derive(Debug, Clone)]
+enum Item {
+    Text {
+        ends_0x: bool,
+    },
+    Digit {
+        spec: Spec,
+        arg: Arg,
+        len_arg: Option<Arg>,
+    },
+    Pointer {
+        fmt: u8,
+        arg: Arg,
+    },
+    Str {
+        spec: Spec,
+        arg: Arg,
+        len_arg: Option<Arg>,
+    },
+}
+
+/// Split `"fmt", a, b` into the format text (escapes left in) and the top-level arguments.
+fn split_print_fmt(pf: &str) -> Option<(String, Vec<String>)> {
+    let b = pf.as_bytes();
+    let mut i = 0;
+    let mut fmt = String::new();
+    // One or more adjacent quoted strings.
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() || b[i] != b'"' {
+            break;
+        }
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i] != b'"' {
+            if b[i] == b'\\' {
+                i += 1;
+            }
+            i += 1;
+        }
+        if i > b.len() {
+            return None;
+        }
+        fmt.push_str(&pf[start..i.min(b.len())]);
+        i += 1;
+    }
+    let rest = pf.get(i..).unwrap_or("").trim_start();
+    let mut args = Vec::new();
+    let Some(rest) = rest.strip_prefix(',') else {
+        return Some((fmt, args));
+    };
+    let rb = rest.as_bytes();
+    let (mut depth, mut start, mut j) = (0i32, 0usize, 0usize);
+    while j < rb.len() {
+        match rb[j] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b'"' | b'\'' => {
+                let q = rb[j];
+                j += 1;
+                while j < rb.len() && rb[j] != q {
+                    if rb[j] == b'\\' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            b',' if depth == 0 => {
+                args.push(rest[start..j].trim().to_string());
+                start = j + 1;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    let last = rest.get(start..).unwrap_or("").trim();
+    if !last.is_empty() {
+        args.push(last.to_string());
+    }
+    Some((fmt, args))
+}
+
+fn matching_paren(s: &str) -> Option<usize> {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn is_ident(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn looks_like_type(s: &str) -> bool {
+    !s.is_empty()
+        && !s.contains("REC")
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ' || c == '*')
+}
+
+fn classify(arg: &str, fmt: &EventFormat) -> Arg {
+    let mut a = arg.trim();
+    let mut casts = Vec::new();
+    loop {
+        if let Some(rest) = a.strip_prefix("REC->") {
+            let rest = rest.trim();
+            if is_ident(rest) {
+                if let Some(index) = fmt.fields.iter().position(|f| f.name == rest) {
+                    return Arg::Field { index, casts };
+                }
+            }
+            return Arg::Other;
+        }
+        if a.starts_with('(') {
+            let Some(close) = matching_paren(a) else {
+                return Arg::Other;
+            };
+            let inner = a[1..close].trim();
+            let after = a[close + 1..].trim();
+            if after.is_empty() {
+                a = inner;
+                continue;
+            }
+            let starts_item =
+                after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '(');
+            if looks_like_type(inner) && starts_item {
+                let t = inner
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .replace(" *", " *");
+                casts.push(normalize_type(&t));
+                a = after;
+                continue;
+            }
+            return Arg::Other;
+        }
+        if casts.is_empty() {
+            let t = a.trim();
+            let parsed = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                u64::from_str_radix(h, 16).ok()
+            } else {
+                t.parse::<u64>().ok()
+            };
+            if let Some(n) = parsed {
+                return Arg::Number(n);
+            }
+        }
+        return Arg::Other;
+    }
+}
+
+/// libtraceevent joins type tokens with single spaces and writes pointers as `type *`.
+fn normalize_type(t: &str) -> String {
+    let mut s = String::new();
+    for tok in t.replace('*', " * ").split_whitespace() {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(tok);
+    }
+    s
+}
+
+/// Helper functions libtraceevent (with its plugins) knows; any other call fails the event's parse.
+const KNOWN_FUNCS: &[&str] = &[
+    "__print_flags",
+    "__print_symbolic",
+    "__print_hex",
+    "__print_hex_str",
+    "__print_array",
+    "__print_dynamic_array",
+    "__get_str",
+    "__get_rel_str",
+    "__get_bitmask",
+    "__get_rel_bitmask",
+    "__get_cpumask",
+    "__get_rel_cpumask",
+    "__get_dynamic_array",
+    "__get_rel_dynamic_array",
+    "__get_dynamic_array_len",
+    "__get_rel_dynamic_array_len",
+    "__get_sockaddr",
+    "__get_sockaddr_rel",
+    "__builtin_expect",
+    "sizeof",
+    "jiffies_to_msecs",
+    "__le16_to_cpu",
+    "scsi_trace_parse_cdb",
+    "xen_hypercall_name",
+    "xen_hypercall_name",
+];
+
+fn has_unknown_function(args: &[String]) -> bool {
+    for a in args {
+        let b = a.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+                let s = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let word = &a[s..i];
+                let mut j = i;
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                let prev_arrow = s >= 2 && &a[s - 2..s] == "->";
+                if j < b.len() && b[j] == b'(' && !prev_arrow && !KNOWN_FUNCS.contains(&word) {
+                    // `(type)(expr)` casts look like calls only after a ')'.
+                    return true;
+                }
+            } else if b[i] == b'"' {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    false
+}
+
+/// Constructs libtraceevent's expression parser rejects: statement expressions,
+/// empty `{ }` symbol tables and `sizeof` of a typedef.
+fn unparseable_arg(a: &str) -> bool {
+    if a.contains("({") {
+        return true;
+    }
+    // sizeof() of anything but int/unsigned/long or a REC field.
+    let mut rest = a;
+    while let Some(k) = rest.find("sizeof(") {
+        let inner = rest[k + 7..].trim_start();
+        let ok = ["int", "unsigned", "long", "REC"]
+            .iter()
+            .any(|t| inner.starts_with(t));
+        if !ok {
+            return true;
+        }
+        rest = &rest[k + 7..];
+    }
+    let b = a.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'{' {
+            let rest = a[i + 1..].trim_start();
+            if rest.starts_with('}') {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+fn pointer_ext_len(f: &[u8]) -> usize {
+    // Mirrors libtraceevent's parse_arg_format_pointer: chars after `p` that belong to it.
+    let at = |k: usize| f.get(k).copied().unwrap_or(0);
+    match at(0) {
+        b'F' | b'S' | b'f' | b's' => 1,
+        b'M' | b'm' => 1 + matches!(at(1), b'R' | b'F') as usize,
+        b'I' | b'i' => {
+            let mut ret = 0;
+            let mut index = 2;
+            match at(1) {
+                b'S' => {
+                    while matches!(at(index), b'p' | b'f' | b's') {
+                        ret += 1;
+                        index += 1;
+                    }
+                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
+                        ret += 1;
+                        index += 1;
+                    }
+                    if at(index) == b'c' {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                b'4' => {
+                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                b'6' => {
+                    if at(index) == b'c' {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                _ => {}
+            }
+            ret + 1
+        }
+        b'U' => 1 + matches!(at(1), b'L' | b'l' | b'B' | b'b') as usize,
+        b'h' => 1 + matches!(at(1), b'C' | b'D' | b'N') as usize,
+        _ => 0,
+    }
+}
+
+/// Build the parse list of a print format: text pieces and conversions with their args.
+fn parse_print_items(fmt_text: &str, args: Vec<Arg>) -> (Vec<Item>, bool) {
+    let b = fmt_text.as_bytes();
+    let mut items = Vec::new();
+    let mut args = args.into_iter();
+    let mut failed = false;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && b.get(i + 1) != Some(&b'%') {
+            let start = i;
+            i += 1;
+            let mut len_arg = None;
+            loop {
+                let Some(&c) = b.get(i) else {
+                    break;
+                };
+                match c {
+                    b'#' | b'h' | b'l' | b'L' | b'z' | b'Z' | b'.' | b'-' | b'0'..=b'9' => i += 1,
+                    b'*' => {
+                        match args.next() {
+                            Some(a) => len_arg = Some(a),
+                            None => failed = true,
+                        }
+                        i += 1;
+                    }
+                    b'p' => {
+                        let ext = pointer_ext_len(&b[i + 1..]);
+                        let fmt_char = b.get(i + 1).copied().filter(|_| ext > 0).unwrap_or(b'p');
+                        i += 1 + ext;
+                        match args.next() {
+                            Some(arg) => items.push(Item::Pointer { fmt: fmt_char, arg }),
+                            None => failed = true,
+                        }
+                        break;
+                    }
+                    b'd' | b'u' | b'i' | b'x' | b'X' | b'o' => {
+                        let spec = parse_spec(&fmt_text[start..=i]);
+                        i += 1;
+                        if !(-2..=2).contains(&spec.ls) {
+                            failed = true;
+                        }
+                        match args.next() {
+                            Some(arg) => items.push(Item::Digit {
+                                spec,
+                                arg,
+                                len_arg: len_arg.take(),
+                            }),
+                            None => failed = true,
+                        }
+                        break;
+                    }
+                    b's' => {
+                        let spec = parse_spec(&fmt_text[start..=i]);
+                        i += 1;
+                        match args.next() {
+                            Some(arg) => items.push(Item::Str {
+                                spec,
+                                arg,
+                                len_arg: len_arg.take(),
+                            }),
+                            None => failed = true,
+                        }
+                        break;
+                    }
+                    _ => {
+                        // Unknown conversion: libtraceevent keeps it as text `>c<`.
+                        i += 1;
+                        items.push(Item::Text { ends_0x: false });
+                        break;
+                    }
+                }
+            }
+            if failed {
+                break;
+            }
+        } else {
+            // Text up to the next conversion; `\n`-style escapes and `%%` collapse.
+            let mut text: Vec<u8> = Vec::new();
+            while i < b.len() {
+                if b[i] == b'\\' {
+                    i += 1;
+                    let c = b.get(i).copied().unwrap_or(b'\\');
+                    text.push(match c {
+                        b'n' => b'\n',
+                        b't' => b'\t',
+                        b'r' => b'\r',
+                        other => other,
+                    });
+                } else if b[i] == b'%' {
+                    if b.get(i + 1) == Some(&b'%') {
+                        text.push(b'%');
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                } else {
+                    text.push(b[i]);
+                }
+                i += 1;
+            }
+            items.push(Item::Text {
+                ends_0x: text.len() > 1 && text.ends_with(b"0x"),
+            });
+        }
+    }
+    (items, failed)
+}
+
+// ---------------------------------------------------------------------------
+// Per-event renderers.
+
+#[derive(Debug)]
+struct FieldR {
+    name: String,
+    offset: usize,
+    size: usize,
+    array: bool,
+    /// libtraceevent clears this the first time a "string" is not printable.
+    string: Cell<bool>,
+    dynamic: bool,
+    relative: bool,
+    long: bool,
+    pointer: bool,
+    signed: bool,
+}
+
+#[derive(Debug)]
+struct EventR {
+    name: String,
+    fields: Vec<FieldR>,
+    items: Vec<Item>,
+    /// Index in `fields` of each format field (formats include common fields, `fields` does not).
+    format_index: Vec<Option<usize>>,
+    failed: bool,
+    bprint: bool,
+    /// (offset, size) of every format field, common ones included.
+    all: Vec<(usize, usize)>,
+}
+
+/// Renders events of one trace.
+pub struct Renderer<'t> {
+    trace: &'t Trace,
+    events: HashMap<u16, EventR>,
+    /// kallsyms in libtraceevent's order, for `%pS`.
+    funcs: &'t [(u64, String)],
+    big: bool,
+    long_size: u32,
+    buffer_width: usize,
+}
+
+fn event_renderer(f: &EventFormat) -> EventR {
+    let mut fields = Vec::new();
+    let mut format_index = Vec::with_capacity(f.fields.len());
+    for fl in &f.fields {
+        if fl.common {
+            format_index.push(None);
+            continue;
+        }
+        let t = &fl.type_name;
+        let array = t.contains('[')
+            || (matches!(
+                fl.kind,
+                FieldKind::DataLoc { .. } | FieldKind::RelLoc { .. }
+            ) && fl.size == 2);
+        let string = (array && (t.contains("char") || t.contains("u8") || t.contains("s8")))
+            || (matches!(
+                fl.kind,
+                FieldKind::DataLoc { .. } | FieldKind::RelLoc { .. }
+            ) && fl.size == 2);
+        format_index.push(Some(fields.len()));
+        fields.push(FieldR {
+            name: fl.name.clone(),
+            offset: fl.offset as usize,
+            size: fl.size as usize,
+            array,
+            string: Cell::new(string),
+            dynamic: t.starts_with("__data_loc") || t.starts_with("__rel_loc"),
+            relative: t.starts_with("__rel_loc"),
+            long: t.contains("long"),
+            pointer: t.contains('*'),
+            signed: fl.signed,
+        });
+    }
+    let bprint = f.system == "ftrace" && f.name == "bprint";
+    let (items, failed) = match split_print_fmt(&f.print_fmt) {
+        Some((text, args)) => {
+            let unknown = has_unknown_function(&args)
+                || text.contains('\t')
+                || args.iter().any(|a| unparseable_arg(a));
+            let args: Vec<Arg> = args.iter().map(|a| classify(a, f)).collect();
+            let (items, failed) = parse_print_items(&text, args);
+            (items, failed || unknown)
+        }
+        None => (Vec::new(), true),
+    };
+    let all = f
+        .fields
+        .iter()
+        .map(|x| (x.offset as usize, x.size as usize))
+        .collect();
+    EventR {
+        name: f.name.clone(),
+        fields,
+        items,
+        format_index,
+        failed,
+        bprint,
+        all,
+    }
+}
+
+impl<'t> Renderer<'t> {
+    pub fn new(trace: &'t Trace) -> Renderer<'t> {
+        let events = trace
+            .formats
+            .iter()
+            .map(|(id, f)| (*id, event_renderer(f)))
+            .collect();
+        let buffer_width = trace
+            .meta
+            .buffers
+            .iter()
+            .map(|b| b.len())
+            .max()
+            .unwrap_or(0);
+        Renderer {
+            trace,
+            events,
+            funcs: &trace.kallsyms,
+            big: trace.endian == Endian::Big,
+            long_size: trace.long_size,
+            buffer_width,
+        }
+    }
+
+    /// The lines `trace-cmd report` prints before the events.
+    pub fn header(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"cpus=");
+        push_u64(
+            out,
+            self.trace.meta.cpus_reported.max(self.trace.cpus) as u64,
+        );
+        out.push(b'\n');
+    }
+
+    #[inline]
+    fn num(&self, b: &[u8]) -> u64 {
+        match b.len() {
+            1 => b[0] as u64,
+            2 => {
+                let a = [b[0], b[1]];
+                (if self.big {
+                    u16::from_be_bytes(a)
+                } else {
+                    u16::from_le_bytes(a)
+                }) as u64
+            }
+            4 => {
+                let a = [b[0], b[1], b[2], b[3]];
+                (if self.big {
+                    u32::from_be_bytes(a)
+                } else {
+                    u32::from_le_bytes(a)
+                }) as u64
+            }
+            8 => {
+                let a: [u8; 8] = b.try_into().unwrap();
+                if self.big {
+                    u64::from_be_bytes(a)
+                } else {
+                    u64::from_le_bytes(a)
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// Append event `i` as one line (with its newline, and any "EVENTS DROPPED" line before it).
+    pub fn event(&self, i: usize, missed: Option<i64>, out: &mut Vec<u8>) {
+        let ev = &self.trace.events;
+        let cpu = ev.cpu[i];
+        let line_start = out.len();
+        if self.trace.meta.buffers.len() > 1 {
+            let b = self.trace.meta.event_buffer.get(i).copied().unwrap_or(0) as usize;
+            let name = self
+                .trace
+                .meta
+                .buffers
+                .get(b)
+                .map(|s| s.as_str())
+                .unwrap_or("");
+            let s = out.len();
+            out.extend_from_slice(name.as_bytes());
+            pad_since(out, s, self.buffer_width, false);
+            out.extend_from_slice(if name.is_empty() { b"  " } else { b": " });
+        }
+        if let Some(m) = missed {
+            out.extend_from_slice(b"CPU:");
+            push_u64(out, cpu as u64);
+            if m >= 0 {
+                out.extend_from_slice(b" [");
+                push_i64(out, m);
+                out.extend_from_slice(b" EVENTS DROPPED]\n");
+            } else {
+                out.extend_from_slice(b" [EVENTS DROPPED]\n");
+            }
+        }
+        let rec = ev.record(i);
+        let Some(er) = self.events.get(&ev.id[i]) else {
+            out.extend_from_slice(
+                b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]\n",
+            );
+            return;
+        };
+        let pid = ev.pid[i];
+        // "%16s-%-5d [%03d]"
+        let comm: &[u8] = if pid == 0 {
+            b"<idle>"
+        } else {
+            match self.trace.cmdlines.get(&pid) {
+                Some(c) => c.as_bytes(),
+                None => b"<...>",
+            }
+        };
+        let s = out.len();
+        out.extend_from_slice(comm);
+        pad_since(out, s, 16, false);
+        out.push(b'-');
+        let s = out.len();
+        push_i64(out, pid as i64);
+        pad_since(out, s, 5, true);
+        out.extend_from_slice(b" [");
+        push_u64_zero_padded(out, cpu as u64, 3);
+        out.push(b']');
+        let ts = ev.ts[i];
+        if self.trace.meta.ts_in_ns || self.trace.meta.version == 0 {
+            out.push(b' ');
+            let s = out.len();
+            push_u64(out, ts / 1_000_000_000);
+            pad_since(out, s, 5, false);
+            out.push(b'.');
+            push_u64_zero_padded(out, ts % 1_000_000_000, 9);
+        } else {
+            let s = out.len();
+            push_u64(out, ts / 1_000_000_000_000);
+            pad_since(out, s, 5, false);
+            out.push(b'.');
+            push_u64_zero_padded(out, ts % 1_000_000_000_000, 12);
+        }
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(er.name.as_bytes());
+        out.extend_from_slice(b": ");
+        if er.name.len() < 20 {
+            out.resize(out.len() + 20 - er.name.len(), b' ');
+        }
+        self.fields(er, rec, out, None);
+        if out.len() > line_start && out[out.len() - 1] == b'\n' {
+            out.pop();
+        }
+        out.push(b'\n');
+    }
+
+    fn fields(
+        &self,
+        er: &EventR,
+        rec: &[u8],
+        out: &mut Vec<u8>,
+        mut spans: Option<&mut Vec<(usize, usize)>>,
+    ) {
+        let mut parse: Option<usize> = if er.items.is_empty() { None } else { Some(0) };
+        let use_cache = !er.failed && !er.bprint;
+        for (fi, f) in er.fields.iter().enumerate() {
+            out.push(b' ');
+            out.extend_from_slice(f.name.as_bytes());
+            out.push(b'=');
+            let start = out.len();
+            let mut done = false;
+            if use_cache && !f.array && !f.string.get() {
+                if let Some(p) = parse {
+                    if let Some(next) = self.print_via_cache(er, fi, p, rec, out) {
+                        parse = next;
+                        done = true;
+                    }
+                }
+            }
+            if !done {
+                self.print_raw(f, rec, out);
+            }
+            if let Some(sp) = spans.as_deref_mut() {
+                sp.push((start, out.len()));
+            }
+        }
+    }
+
+    /// Event `i` as a JSON object (one line, with newline).
+    pub fn event_json(
+        &self,
+        i: usize,
+        scratch: &mut Vec<u8>,
+        spans: &mut Vec<(usize, usize)>,
+        out: &mut Vec<u8>,
+    ) {
+        let ev = &self.trace.events;
+        let pid = ev.pid[i];
+        let comm = if pid == 0 {
+            "<idle>"
+        } else {
+            self.trace
+                .cmdlines
+                .get(&pid)
+                .map(|s| s.as_str())
+                .unwrap_or("<...>")
+        };
+        let (system, name) = match self.trace.formats.get(&ev.id[i]) {
+            Some(f) => (f.system.as_str(), f.name.as_str()),
+            None => ("", "(NULL)"),
+        };
+        let mut obj = serde_json::Map::new();
+        obj.insert("ts".into(), ev.ts[i].into());
+        obj.insert("cpu".into(), ev.cpu[i].into());
+        obj.insert("pid".into(), pid.into());
+        obj.insert("comm".into(), comm.into());
+        obj.insert("system".into(), system.into());
+        obj.insert("event".into(), name.into());
+        let mut fields = serde_json::Map::new();
+        if let Some(er) = self.events.get(&ev.id[i]) {
+            scratch.clear();
+            spans.clear();
+            self.fields(er, ev.record(i), scratch, Some(spans));
+            for (f, &(a, b)) in er.fields.iter().zip(spans.iter()) {
+                let text = String::from_utf8_lossy(&scratch[a..b]).into_owned();
+                let value = text
+                    .parse::<i64>()
+                    .map(serde_json::Value::from)
+                    .unwrap_or_else(|_| text.into());
+                fields.insert(f.name.clone(), value);
+            }
+        }
+        obj.insert("fields".into(), fields.into());
+        let _ = serde_json::to_writer(&mut *out, &serde_json::Value::Object(obj));
+        out.push(b'\n');
+    }
+
+    /// Walk the parse list from `start` (circularly) for a conversion of field `fi`; print it.
+    /// Returns Some(next position) when printed, None when the field has no conversion.
+    fn print_via_cache(
+        &self,
+        er: &EventR,
+        fi: usize,
+        start: usize,
+        rec: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Option<usize>> {
+        let n = er.items.len();
+        let mut p = start;
+        let mut has_0x = false;
+        loop {
+            match &er.items[p] {
+                Item::Text { ends_0x } => has_0x = *ends_0x,
+                Item::Digit { arg, .. } | Item::Pointer { arg, .. } | Item::Str { arg, .. } => {
+                    let matches = matches!(arg, Arg::Field { index, .. } if er.format_index[*index] == Some(fi));
+                    if matches {
+                        if has_0x {
+                            out.extend_from_slice(b"0x");
+                        }
+                        self.print_item(er, &er.items[p], rec, out);
+                        return Some(if p + 1 < n { Some(p + 1) } else { None });
+                    }
+                    has_0x = false;
+                }
+            }
+            p = if p + 1 < n { p + 1 } else { 0 };
+            if p == start {
+                return None;
+            }
+        }
+    }
+
+    fn field_of<'a>(&self, er: &'a EventR, index: usize) -> Option<&'a FieldR> {
+        er.format_index
+            .get(index)
+            .copied()
+            .flatten()
+            .map(|k| &er.fields[k])
+    }
+
+    /// eval_num_arg for the argument kinds a conversion can carry here.
+    fn eval(&self, er: &EventR, arg: &Arg, rec: &[u8]) -> u64 {
+        match arg {
+            Arg::Number(n) => *n,
+            Arg::Other => 0,
+            Arg::Field { index, casts } => {
+                let mut v = match er.all.get(*index) {
+                    Some(&(o, s)) if o + s <= rec.len() => self.num(&rec[o..o + s]),
+                    _ => 0,
+                };
+                for t in casts.iter().rev() {
+                    v = eval_type(v, t);
+                }
+                v
+            }
+        }
+    }
+
+    fn print_item(&self, er: &EventR, item: &Item, rec: &[u8], out: &mut Vec<u8>) {
+        match item {
+            Item::Text { .. } => {}
+            Item::Digit { spec, arg, len_arg } => {
+                let v = self.eval(er, arg, rec);
+                let w = len_arg
+                    .as_ref()
+                    .map(|a| self.eval(er, a, rec) as i32 as usize);
+                printf_int(out, spec, v, w);
+            }
+            Item::Pointer { fmt, arg } => {
+                let v = self.eval(er, arg, rec);
+                match fmt {
+                    b'F' | b'f' | b'S' | b's' => {
+                        self.print_function(out, v, matches!(fmt, b'F' | b'S'))
+                    }
+                    _ => {
+                        if v == 0 {
+                            out.extend_from_slice(b"(nil)");
+                        } else {
+                            out.extend_from_slice(b"0x");
+                            push_hex(out, v, false);
+                        }
+                    }
+                }
+            }
+            Item::Str { spec, arg, len_arg } => {
+                let Arg::Field { index, .. } = arg else {
+                    return;
+                };
+                let Some(f) = self.field_of(er, *index) else {
+                    return;
+                };
+                let len_arg = len_arg.as_ref().map(|a| self.eval(er, a, rec) as usize);
+                if !f.array && f.size == self.long_size as usize {
+                    let addr = if f.offset + f.size <= rec.len() {
+                        self.num(&rec[f.offset..f.offset + f.size])
+                    } else {
+                        0
+                    };
+                    match self.trace.printk_formats.get(&addr) {
+                        Some(s) => out.extend_from_slice(s.as_bytes()),
+                        None => push_hex(out, addr, false),
+                    }
+                    return;
+                }
+                let len = if f.size > 0 {
+                    f.size
+                } else {
+                    rec.len().saturating_sub(f.offset)
+                };
+                let bytes = rec
+                    .get(f.offset..(f.offset + len).min(rec.len()))
+                    .unwrap_or(&[]);
+                let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+                printf_str(out, spec, &bytes[..end], len_arg);
+            }
+        }
+    }
+
+    /// `%pS`-style: symbol (+offset), or the address in hex.
+    fn print_function(&self, out: &mut Vec<u8>, addr: u64, with_offset: bool) {
+        match find_func(self.funcs, addr) {
+            Some((a, name)) => {
+                out.extend_from_slice(name.as_bytes());
+                if with_offset {
+                    out.extend_from_slice(b"+0x");
+                    push_hex(out, addr.wrapping_sub(a), false);
+                }
+            }
+            None => {
+                out.extend_from_slice(b"0x");
+                let v = if self.long_size == 4 {
+                    addr as i64 as u64
+                } else {
+                    addr
+                };
+                push_hex(out, v, false);
+            }
+        }
+    }
+
+    fn print_raw(&self, f: &FieldR, rec: &[u8], out: &mut Vec<u8>) {
+        if f.array {
+            let (offset, len) = if f.dynamic {
+                if f.offset + f.size > rec.len() {
+                    (0, 0)
+                } else {
+                    let v = self.num(&rec[f.offset..f.offset + f.size]);
+                    let o = (v & 0xffff) as usize;
+                    let l = if f.size == 2 {
+                        rec.len().saturating_sub(o)
+                    } else {
+                        ((v >> 16) & 0xffff) as usize
+                    };
+                    let mut off = if o > rec.len() { 0 } else { o };
+                    let len = if o + l > rec.len() { 0 } else { l };
+                    if f.relative {
+                        off += f.offset + f.size;
+                    }
+                    (off, len)
+                }
+            } else {
+                (f.offset, f.size)
+            };
+            let data = rec.get(offset..).unwrap_or(&[]);
+            let bounded = &data[..len.min(data.len())];
+            if f.string.get() && is_printable(bounded) {
+                let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
+                out.extend_from_slice(&data[..end]);
+            } else {
+                out.extend_from_slice(b"ARRAY[");
+                for (k, byte) in (0..len).map(|k| (k, data.get(k).copied().unwrap_or(0))) {
+                    if k > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    if byte < 16 {
+                        out.push(b'0');
+                    }
+                    push_hex(out, byte as u64, false);
+                }
+                out.push(b']');
+                f.string.set(false);
+            }
+            return;
+        }
+        let val = if f.offset + f.size <= rec.len() {
+            self.num(&rec[f.offset..f.offset + f.size])
+        } else {
+            0
+        };
+        if f.pointer {
+            out.extend_from_slice(b"0x");
+            push_hex(out, val, false);
+        } else if f.signed {
+            match f.size {
+                4 => {
+                    if f.long {
+                        out.extend_from_slice(b"0x");
+                        push_hex(out, val & 0xffff_ffff, false);
+                    } else {
+                        push_i64(out, val as u32 as i32 as i64);
+                    }
+                }
+                2 => {
+                    let s = out.len();
+                    push_i64(out, val as u16 as i16 as i64);
+                    pad_since(out, s, 2, false);
+                }
+                1 => push_i64(out, val as u8 as i8 as i64),
+                _ => push_i64(out, val as i64),
+            }
+        } else if f.long {
+            out.extend_from_slice(b"0x");
+            push_hex(out, val, false);
+        } else {
+            push_u64(out, val);
+        }
+    }
+}
+
+/// is_printable_array: up to `len` bytes or the first NUL, all printable or space.
+fn is_printable(b: &[u8]) -> bool {
+    for &c in b {
+        if c == 0 {
+            break;
+        }
+        if !((0x20..0x7f).contains(&c) || matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r')) {
+            return false;
+        }
+    }
+    true
+}
+
+/// libtraceevent's eval_type_str.
+fn eval_type(val: u64, ty: &str) -> u64 {
+    if ty.len() < 2 || ty.ends_with('*') || ty.starts_with("struct") {
+        return val;
+    }
+    match ty {
+        "u8" => val & 0xff,
+        "u16" => val & 0xffff,
+        "u32" => val & 0xffff_ffff,
+        "u64" | "s64" => val,
+        "s8" => val as u8 as i8 as i64 as u64 & 0xff,
+        "s16" => val as u16 as i16 as i64 as u64 & 0xffff,
+        "s32" => val as u32 as i32 as i64 as u64 & 0xffff_ffff,
+        _ => {
+            let t = ty.strip_prefix("unsigned ").unwrap_or(ty);
+            match t {
+                "char" => val & 0xff,
+                "short" => val & 0xffff,
+                "int" => val & 0xffff_ffff,
+                _ => val,
+            }
+        }
+    }
+}
+
+/// libtraceevent's function lookup: glibc bsearch over the sorted map where entry `k`
+/// covers [addr_k, addr_{k+1}), and the last entry only its exact address.
+fn find_func(funcs: &[(u64, String)], addr: u64) -> Option<(u64, &str)> {
+    let n = funcs.len();
+    let (mut l, mut u) = (0usize, n);
+    while l < u {
+        let idx = (l + u) / 2;
+        let a = funcs[idx].0;
+        let next = if idx + 1 < n { funcs[idx + 1].0 } else { 0 };
+        if addr == a || (addr > a && addr < next) {
+            return Some((a, funcs[idx].1.as_str()));
+        }
+        if addr < a {
+            u = idx;
+        } else {
+            l = idx + 1;
+        }
+    }
+    None
+}
+
+/// Write every event of `trace` as `trace-cmd report -R -t` does, header first.
+pub fn dump<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
+    let r = Renderer::new(trace);
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    r.header(&mut out);
+    let missed = &trace.meta.missed_before;
+    let mut mi = 0;
+    for i in 0..trace.events.len() {
+        let m = if mi < missed.len() && missed[mi].0 == i {
+            mi += 1;
+            Some(missed[mi - 1].1)
+        } else {
+            None
+        };
+        r.event(i, m, &mut out);
+        if out.len() >= (1 << 20) - 4096 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
+
+/// Write every event of `trace` as one JSON object per line.
+pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
+    let r = Renderer::new(trace);
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut scratch = Vec::new();
+    let mut spans = Vec::new();
+    for i in 0..trace.events.len() {
+        r.event_json(i, &mut scratch, &mut spans, &mut out);
+        if out.len() >= 1 << 20 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printf_ints() {
+        let mut o = Vec::new();
+        printf_int(&mut o, &parse_spec("%lu"), 4294967295, None);
+        o.push(b'|');
+        printf_int(&mut o, &parse_spec("%d"), 0xffff_ffff, None);
+        o.push(b'|');
+        printf_int(&mut o, &parse_spec("%03d"), 7, None);
+        o.push(b'|');
+        printf_int(&mut o, &parse_spec("%#lx"), 255, None);
+        o.push(b'|');
+        printf_int(&mut o, &parse_spec("%-4u"), 9, None);
+        o.push(b'|');
+        printf_int(&mut o, &parse_spec("%llx"), u64::MAX, None);
+        assert_eq!(
+            String::from_utf8(o).unwrap(),
+            "4294967295|-1|007|0xff|9   |ffffffffffffffff"
+        );
+    }
+
+    #[test]
+    fn splits_print_fmt() {
+        let (f, a) = split_print_fmt("\"a=%d b=%s\", REC->a, __get_str(b, (1,2))").unwrap();
+        assert_eq!(f, "a=%d b=%s");
+        assert_eq!(
+            a,
+            vec!["REC->a".to_string(), "__get_str(b, (1,2))".to_string()]
+        );
+    }
+
+    #[test]
+    fn func_lookup_like_libtraceevent() {
+        let f = vec![
+            (10, "a".to_string()),
+            (20, "b".to_string()),
+            (30, "c".to_string()),
+        ];
+        assert_eq!(find_func(&f, 15), Some((10, "a")));
+        assert_eq!(find_func(&f, 20), Some((20, "b")));
+        assert_eq!(find_func(&f, 30), Some((30, "c")));
+        assert_eq!(find_func(&f, 31), None);
+        assert_eq!(find_func(&f, 5), None);
+    }
+}
+
+/// Whether libtraceevent would fail to parse this event's print format (then every field prints raw).
+#[doc(hidden)]
+pub fn print_fmt_fails(f: &EventFormat) -> bool {
+    event_renderer(f).failed
+}

@@ -1,0 +1,110 @@
+//! A one-pass summary of a decoded trace (events by name, per-CPU counts, time span,
+//! lost events): what `pmlab trace info` prints. It reads every event's columns.
+
+use serde::Serialize;
+
+use crate::model::Trace;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventCount {
+    pub system: String,
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuSummary {
+    pub cpu: u32,
+    pub events: u64,
+    /// Events lost as the page headers tell; None when the kernel did not store the count.
+    pub lost: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceSummary {
+    pub source: String,
+    pub version: u32,
+    pub compression: Option<String>,
+    pub clock: Option<String>,
+    pub endian: String,
+    pub long_size: u32,
+    pub page_size: u32,
+    pub cpus: u32,
+    pub buffers: Vec<String>,
+    pub events: u64,
+    /// Events whose id has no format in the file.
+    pub unknown_events: u64,
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
+    /// last - first, in the trace clock's unit (ns for the usual clocks).
+    pub span: u64,
+    /// Timestamps that go backwards in the merged order (should be 0).
+    pub out_of_order: u64,
+    pub by_event: Vec<EventCount>,
+    pub per_cpu: Vec<CpuSummary>,
+}
+
+/// Summarize `trace`, touching every event.
+pub fn summarize(trace: &Trace) -> TraceSummary {
+    let ev = &trace.events;
+    let mut by_id = vec![0u64; 1 << 16];
+    let mut per_cpu = vec![0u64; trace.cpus.max(1) as usize];
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    let mut out_of_order = 0u64;
+    let mut prev = 0u64;
+    for ((&ts, &id), &cpu) in ev.ts.iter().zip(ev.id.iter()).zip(ev.cpu.iter()) {
+        by_id[id as usize] += 1;
+        if let Some(c) = per_cpu.get_mut(cpu as usize) {
+            *c += 1;
+        }
+        first = first.min(ts);
+        last = last.max(ts);
+        out_of_order += (ts < prev) as u64;
+        prev = ts;
+    }
+    let mut by_event = Vec::new();
+    let mut unknown_events = 0;
+    for (id, &n) in by_id.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        match trace.formats.get(&(id as u16)) {
+            Some(f) => by_event.push(EventCount {
+                system: f.system.clone(),
+                name: f.name.clone(),
+                count: n,
+            }),
+            None => unknown_events += n,
+        }
+    }
+    by_event.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+    let per_cpu = per_cpu
+        .iter()
+        .enumerate()
+        .map(|(cpu, &events)| CpuSummary {
+            cpu: cpu as u32,
+            events,
+            lost: trace.lost.get(cpu).copied().flatten(),
+        })
+        .collect();
+    let empty = ev.is_empty();
+    TraceSummary {
+        source: trace.source.clone(),
+        version: trace.meta.version,
+        compression: trace.meta.compression.clone(),
+        clock: trace.meta.clock.clone(),
+        endian: format!("{:?}", trace.endian).to_lowercase(),
+        long_size: trace.long_size,
+        page_size: trace.page_size,
+        cpus: trace.cpus,
+        buffers: trace.meta.buffers.clone(),
+        events: ev.len() as u64,
+        unknown_events,
+        first_ts: (!empty).then_some(first),
+        last_ts: (!empty).then_some(last),
+        span: if empty { 0 } else { last - first },
+        out_of_order,
+        by_event,
+        per_cpu,
+    }
+}
