@@ -7,9 +7,11 @@ pub mod format;
 pub mod model;
 mod open;
 pub mod page;
+pub mod record;
 pub mod render;
 pub mod summary;
 pub mod text;
+pub mod writer;
 
 pub use error::{FormatError, Malformed, TraceError};
 pub use model::{

@@ -1,0 +1,25 @@
+//! TEMPORARY stand-in for the kernel helper's `Root` (same signatures as CONTRACTS.md);
+//! deleted when the real one lands on main.
+
+use std::path::PathBuf;
+
+/// Filesystem root: "/" in production, a tempdir in tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    base: PathBuf,
+}
+
+impl Root {
+    pub fn system() -> Root {
+        Root {
+            base: PathBuf::from("/"),
+        }
+    }
+    pub fn new(path: impl Into<PathBuf>) -> Root {
+        Root { base: path.into() }
+    }
+    /// Map an absolute path onto this root.
+    pub fn path(&self, abs: &str) -> PathBuf {
+        self.base.join(abs.trim_start_matches('/'))
+    }
+}

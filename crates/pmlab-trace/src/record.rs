@@ -1,0 +1,1283 @@
+//! The recorder: traces into a private tracefs instance (`instances/pmlab-<pid>`),
+//! moves each CPU's `trace_pipe_raw` pages to a temp file with `splice` (or `read`),
+//! counts lost events, and assembles a trace.dat v6 file with [`crate::writer`].
+//!
+//! Readers sleep in `poll` until the CPU buffer is `buffer_percent` full, so the traced
+//! CPUs are woken rarely; they can be pinned (`reader_cpus`) away from measured CPUs.
+//! The instance is removed by [`Recorder::stop`], by `Drop`, by
+//! [`pmlab_kernel::tracefs::remove_live_instances`] (signal handlers) and, after a
+//! SIGKILL, by the stale-instance sweep at the start of the next recording.
+
+use crate::writer::{self, CpuData, EventSystem, TraceDatHeader};
+use pmlab_kernel::tracefs::{self, Instance, TracefsError};
+use pmlab_kernel::Root;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Events the analyses need: power, sched, ipi, irq, irq_vectors, timer and cpuhp.
+/// Entries the machine lacks are skipped with a note.
+pub const DEFAULT_EVENTS: &[&str] = &[
+    "power:cpu_idle",
+    "power:cpu_idle_miss",
+    "power:guest_halt_poll_ns",
+    "power:cpu_frequency",
+    "sched:sched_switch",
+    "sched:sched_waking",
+    "sched:sched_wakeup",
+    "sched:sched_wake_idle_without_ipi",
+    "sched:sched_migrate_task",
+    "ipi:ipi_send_cpu",
+    "ipi:ipi_send_cpumask",
+    "irq:irq_handler_entry",
+    "irq:irq_handler_exit",
+    "irq:softirq_entry",
+    "irq_vectors:local_timer_entry",
+    "irq_vectors:local_timer_exit",
+    "irq_vectors:call_function_entry",
+    "irq_vectors:call_function_exit",
+    "irq_vectors:call_function_single_entry",
+    "irq_vectors:call_function_single_exit",
+    "irq_vectors:reschedule_entry",
+    "irq_vectors:reschedule_exit",
+    "irq_vectors:irq_work_entry",
+    "irq_vectors:irq_work_exit",
+    "timer:hrtimer_expire_entry",
+    "timer:hrtimer_expire_exit",
+    "timer:hrtimer_start",
+    "timer:timer_expire_entry",
+    "cpuhp",
+];
+
+/// Default `buffer_percent`: readers wake when a CPU buffer is half full.
+pub const DEFAULT_BUFFER_PERCENT: u32 = 50;
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// Event specs: `system`, `system:event` or a bare event name. Empty = [`DEFAULT_EVENTS`].
+    pub events: Vec<String>,
+    /// (event spec, filter expression), e.g. ("sched:sched_switch", "prev_pid != 0").
+    pub filters: Vec<(String, String)>,
+    /// Per-CPU buffer size; None keeps the instance default.
+    pub buffer_kb: Option<u64>,
+    pub output: PathBuf,
+    /// How full a CPU buffer gets before its reader wakes (1..=100).
+    pub buffer_percent: u32,
+    /// CPUs the reader threads may run on (None: anywhere).
+    pub reader_cpus: Option<Vec<u32>>,
+    /// Move pages with splice (true) or read (false).
+    pub splice: bool,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            events: Vec::new(),
+            filters: Vec::new(),
+            buffer_kb: None,
+            output: PathBuf::from("trace.dat"),
+            buffer_percent: DEFAULT_BUFFER_PERCENT,
+            reader_cpus: None,
+            splice: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("bad filter {filter:?} for {event}: the kernel refused it ({source})")]
+    BadFilter {
+        event: String,
+        filter: String,
+        source: io::Error,
+    },
+    #[error("filter given for {0:?}, which is not among the recorded events")]
+    FilterWithoutEvent(String),
+    #[error("buffer_percent must be 1..=100, not {0}")]
+    BadBufferPercent(u32),
+    #[error("--buffer-kb must be at least 8, not {0}")]
+    BadBufferKb(u64),
+    #[error("reader CPUs {0:?} include no CPU of this machine")]
+    BadReaderCpus(Vec<u32>),
+    #[error("no events to record: none of the requested events exist here")]
+    NoEvents,
+    #[error("output directory {0} does not exist")]
+    NoOutputDir(PathBuf),
+    #[error("reader for CPU {cpu}: {source}")]
+    Reader { cpu: u32, source: io::Error },
+    #[error("reader thread for CPU {0} panicked")]
+    ReaderPanicked(u32),
+    #[error(transparent)]
+    Write(#[from] writer::WriteError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What a recording produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecordSummary {
+    pub path: PathBuf,
+    /// CPU ids, index-aligned with the per-CPU vectors.
+    pub cpus: Vec<u32>,
+    pub events_per_cpu: Vec<u64>,
+    /// Lost events per CPU: the larger of the page-header count and the buffer stats.
+    pub lost_per_cpu: Vec<u64>,
+    /// Lost events per CPU as counted from page headers (missed-events flags).
+    pub lost_in_pages_per_cpu: Vec<u64>,
+    /// Overrun + commit overrun + dropped events from `per_cpu/cpuN/stats`.
+    pub lost_in_stats_per_cpu: Vec<u64>,
+    pub pages_per_cpu: Vec<u64>,
+    /// Events by `system:name`, most frequent first.
+    pub events_by_name: Vec<(String, u64)>,
+    /// File size in bytes.
+    pub bytes: u64,
+    pub duration_ns: u64,
+    /// Things the user should know (events skipped, CPUs without a buffer).
+    pub notes: Vec<String>,
+    /// "splice" or "read".
+    pub transport: String,
+}
+
+impl RecordSummary {
+    pub fn total_events(&self) -> u64 {
+        self.events_per_cpu.iter().sum()
+    }
+    pub fn total_lost(&self) -> u64 {
+        self.lost_per_cpu.iter().sum()
+    }
+}
+
+/// An event to enable: (system, Some(event)), or (system, None) for a whole system.
+pub type EventSelection = (String, Option<String>);
+
+/// Resolve event specs (empty: [`DEFAULT_EVENTS`], skipping those the kernel lacks).
+/// Returns the selections and notes for the user.
+pub fn resolve_events(
+    tracefs_dir: &Path,
+    specs: &[String],
+) -> Result<(Vec<EventSelection>, Vec<String>), RecordError> {
+    let mut notes = Vec::new();
+    let mut out: Vec<EventSelection> = Vec::new();
+    let defaults = specs.is_empty();
+    let list: Vec<String> = if defaults {
+        DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect()
+    } else {
+        specs.to_vec()
+    };
+    let mut skipped = Vec::new();
+    for spec in &list {
+        match tracefs::resolve_event(tracefs_dir, spec) {
+            Ok(r) => {
+                if !out.contains(&r) {
+                    out.push(r)
+                }
+            }
+            Err(TracefsError::UnknownEvent { .. }) if defaults => skipped.push(spec.clone()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !skipped.is_empty() {
+        notes.push(format!(
+            "this kernel lacks {}; not recorded",
+            skipped.join(", ")
+        ));
+    }
+    if out.is_empty() {
+        return Err(RecordError::NoEvents);
+    }
+    // A whole system subsumes its single events.
+    let systems: Vec<String> = out
+        .iter()
+        .filter(|(_, e)| e.is_none())
+        .map(|(s, _)| s.clone())
+        .collect();
+    out.retain(|(s, e)| e.is_none() || !systems.contains(s));
+    Ok((out, notes))
+}
+
+/// Wakes reader threads (an eventfd) and tracks how many are still running.
+struct ReaderControl {
+    stop_fd: OwnedFd,
+    abort: AtomicBool,
+    running: Mutex<usize>,
+    all_done: Condvar,
+}
+
+impl ReaderControl {
+    fn new() -> io::Result<ReaderControl> {
+        // SAFETY: plain syscall; the fd is owned right away.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ReaderControl {
+            stop_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            abort: AtomicBool::new(false),
+            running: Mutex::new(0),
+            all_done: Condvar::new(),
+        })
+    }
+
+    fn signal_stop(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.stop_fd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Stop readers without flushing and wait (bounded) until they closed their files.
+    fn abort_and_wait(&self, timeout: Duration) {
+        self.abort.store(true, Ordering::SeqCst);
+        self.signal_stop();
+        let guard = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.all_done.wait_timeout_while(guard, timeout, |n| *n > 0);
+    }
+
+    fn reader_exited(&self) {
+        let mut n = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.all_done.notify_all();
+        }
+    }
+}
+
+struct ReaderResult {
+    splice_used: bool,
+}
+
+struct CpuReader {
+    cpu: u32,
+    tmp: PathBuf,
+    handle: Option<JoinHandle<Result<ReaderResult, RecordError>>>,
+}
+
+/// A recording in progress. `stop()` finishes it; dropping it aborts and cleans up.
+pub struct Recorder {
+    instance: Option<Instance>,
+    tracefs_dir: PathBuf,
+    kallsyms: PathBuf,
+    opts: RecordOptions,
+    enabled: Vec<EventSelection>,
+    readers: Vec<CpuReader>,
+    control: Arc<ReaderControl>,
+    notes: Vec<String>,
+    page_size: u32,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("instance", &self.instance)
+            .field("output", &self.opts.output)
+            .finish()
+    }
+}
+
+fn page_size_of(instance: &Instance) -> u32 {
+    instance
+        .read("buffer_subbuf_size_kb")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u32)
+}
+
+fn temp_path(output: &Path, cpu: u32) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace.dat".into());
+    output.with_file_name(format!(".{name}.{}.cpu{cpu}.tmp", std::process::id()))
+}
+
+impl Recorder {
+    /// Start recording: sweep stale instances, create ours, enable events and filters,
+    /// size the buffer, start one reader per CPU, then turn tracing on.
+    pub fn start(root: &Root, opts: RecordOptions) -> Result<Recorder, RecordError> {
+        if !(1..=100).contains(&opts.buffer_percent) {
+            return Err(RecordError::BadBufferPercent(opts.buffer_percent));
+        }
+        if let Some(kb) = opts.buffer_kb {
+            if kb < 8 {
+                return Err(RecordError::BadBufferKb(kb));
+            }
+        }
+        let out_dir = match opts.output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !out_dir.is_dir() {
+            return Err(RecordError::NoOutputDir(out_dir));
+        }
+        let tracefs_dir = tracefs::tracefs_dir(root)?;
+        let mut notes = Vec::new();
+        let stale = tracefs::remove_stale_instances(root, &tracefs_dir)?;
+        if !stale.is_empty() {
+            notes.push(format!(
+                "removed stale instance(s) of dead pmlab processes: {}",
+                stale.join(", ")
+            ));
+        }
+        let (enabled, ev_notes) = resolve_events(&tracefs_dir, &opts.events)?;
+        notes.extend(ev_notes);
+        let mut filters = Vec::new();
+        for (spec, filter) in &opts.filters {
+            let r = tracefs::resolve_event(&tracefs_dir, spec)?;
+            let covered = enabled
+                .iter()
+                .any(|(s, e)| *s == r.0 && (e.is_none() || *e == r.1));
+            if !covered {
+                return Err(RecordError::FilterWithoutEvent(spec.clone()));
+            }
+            filters.push((r, filter.clone()));
+        }
+        let reader_cpus = match &opts.reader_cpus {
+            Some(list) => {
+                let online = online_cpus(root);
+                let ok: Vec<u32> = list
+                    .iter()
+                    .copied()
+                    .filter(|c| online.contains(c))
+                    .collect();
+                if ok.is_empty() {
+                    return Err(RecordError::BadReaderCpus(list.clone()));
+                }
+                Some(ok)
+            }
+            None => None,
+        };
+
+        let instance = Instance::create(&tracefs_dir)?;
+        let control = Arc::new(ReaderControl::new().map_err(io_err(instance.dir()))?);
+        let hook_control = control.clone();
+        instance.set_abort_hook(Arc::new(move || {
+            hook_control.abort_and_wait(Duration::from_secs(2))
+        }));
+        let page_size = page_size_of(&instance);
+        let mut rec = Recorder {
+            instance: Some(instance),
+            tracefs_dir,
+            kallsyms: root.path("/proc/kallsyms"),
+            opts,
+            enabled,
+            readers: Vec::new(),
+            control,
+            notes,
+            page_size,
+            started: Instant::now(),
+        };
+        rec.configure(&filters)?;
+        rec.start_readers(reader_cpus)?;
+        rec.instance().set_tracing_on(true)?;
+        rec.started = Instant::now();
+        Ok(rec)
+    }
+
+    fn instance(&self) -> &Instance {
+        self.instance
+            .as_ref()
+            .expect("instance present while recording")
+    }
+
+    fn configure(&mut self, filters: &[(EventSelection, String)]) -> Result<(), RecordError> {
+        let inst = self.instance();
+        inst.set_tracing_on(false)?;
+        if let Some(kb) = self.opts.buffer_kb {
+            inst.set_buffer_kb(kb)?;
+        }
+        inst.set_buffer_percent(self.opts.buffer_percent)?;
+        for (sys, ev) in &self.enabled {
+            inst.enable_event(sys, ev.as_deref())?;
+        }
+        for ((sys, ev), filter) in filters {
+            if let Err(e) = inst.set_filter(sys, ev.as_deref(), filter) {
+                let name = match ev {
+                    Some(ev) => format!("{sys}:{ev}"),
+                    None => sys.clone(),
+                };
+                return Err(match e {
+                    TracefsError::Write { source, .. } => RecordError::BadFilter {
+                        event: name,
+                        filter: filter.clone(),
+                        source,
+                    },
+                    other => other.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn start_readers(&mut self, reader_cpus: Option<Vec<u32>>) -> Result<(), RecordError> {
+        let cpus = self.instance().cpus()?;
+        for cpu in cpus {
+            let raw = self
+                .instance()
+                .file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"))?;
+            let trace = match OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&raw)
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    self.notes.push(format!(
+                        "CPU {cpu} has no trace buffer ({}: {e}); not recorded",
+                        raw.display()
+                    ));
+                    continue;
+                }
+            };
+            let tmp = temp_path(&self.opts.output, cpu);
+            let out = File::create(&tmp).map_err(io_err(&tmp))?;
+            let ctl = self.control.clone();
+            let pin = reader_cpus.clone();
+            let (page, splice) = (self.page_size as usize, self.opts.splice);
+            *ctl.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let handle = std::thread::Builder::new()
+                .name(format!("pmlab-rec-cpu{cpu}"))
+                .spawn(move || {
+                    let r = read_cpu(trace, out, page, splice, pin.as_deref(), &ctl)
+                        .map_err(|source| RecordError::Reader { cpu, source });
+                    ctl.reader_exited();
+                    r
+                })
+                .map_err(io_err(&raw))?;
+            self.readers.push(CpuReader {
+                cpu,
+                tmp,
+                handle: Some(handle),
+            });
+        }
+        Ok(())
+    }
+
+    /// Notes so far (skipped events, stale instances removed).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Path of the instance directory (for tests and diagnostics).
+    pub fn instance_dir(&self) -> Option<&Path> {
+        self.instance.as_ref().map(|i| i.dir())
+    }
+
+    /// Stop tracing, flush every CPU's remaining pages, remove the instance and write
+    /// the trace.dat file.
+    pub fn stop(mut self) -> Result<RecordSummary, RecordError> {
+        let duration = self.started.elapsed();
+        self.instance().set_tracing_on(false)?;
+        self.control.signal_stop();
+        let mut splice_used = self.opts.splice;
+        let mut first_err = None;
+        for r in &mut self.readers {
+            match r.handle.take().map(|h| h.join()) {
+                Some(Ok(Ok(res))) => splice_used &= res.splice_used,
+                Some(Ok(Err(e))) => {
+                    first_err.get_or_insert(e);
+                }
+                Some(Err(_)) => {
+                    first_err.get_or_insert(RecordError::ReaderPanicked(r.cpu));
+                }
+                None => {}
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let stats: Vec<u64> = self
+            .readers
+            .iter()
+            .map(|r| self.stats_lost(r.cpu))
+            .collect();
+        let trace_clock = self.instance().read("trace_clock").ok();
+        let cpu_stats: Vec<String> = self
+            .readers
+            .iter()
+            .map(|r| {
+                let s = self
+                    .instance()
+                    .read(&format!("per_cpu/cpu{}/stats", r.cpu))
+                    .unwrap_or_default();
+                format!("CPU: {}\n{s}", r.cpu)
+            })
+            .collect();
+        if let Some(mut inst) = self.instance.take() {
+            inst.remove()?;
+        }
+
+        let mut header = self.machine_header()?;
+        header.trace_clock = trace_clock;
+        header.cpu_stats = cpu_stats;
+        let layout = PageLayout::from_header(&header);
+        let names = EventNames::from_header(&header);
+
+        let max_cpu = self.readers.iter().map(|r| r.cpu).max().unwrap_or(0);
+        let mut cpus = Vec::new();
+        let (mut events, mut lost, mut lost_pages, mut pages) = (vec![], vec![], vec![], vec![]);
+        let mut by_id: HashMap<u16, u64> = HashMap::new();
+        let mut comms: BTreeMap<i32, String> = BTreeMap::new();
+        for (r, stat_lost) in self.readers.iter().zip(&stats) {
+            let scan = scan_file(
+                &r.tmp,
+                self.page_size as usize,
+                &layout,
+                &names,
+                &mut by_id,
+                &mut comms,
+            )?;
+            cpus.push(r.cpu);
+            events.push(scan.events);
+            lost_pages.push(scan.lost);
+            lost.push(scan.lost.max(*stat_lost));
+            pages.push(scan.pages);
+        }
+        header.cmdlines = merged_cmdlines(&self.tracefs_dir, &comms);
+
+        let mut sources: Vec<Option<&Path>> = vec![None; max_cpu as usize + 1];
+        for r in &self.readers {
+            sources[r.cpu as usize] = Some(&r.tmp);
+        }
+        let data: Vec<CpuData> = sources
+            .iter()
+            .map(|s| s.map(CpuData::File).unwrap_or(CpuData::Bytes(&[])))
+            .collect();
+        let bytes = writer::write_trace_dat_v6(&self.opts.output, &header, &data)?;
+
+        let mut events_by_name: Vec<(String, u64)> = by_id
+            .into_iter()
+            .map(|(id, n)| (names.name(id), n))
+            .collect();
+        events_by_name.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.remove_temps();
+        Ok(RecordSummary {
+            path: self.opts.output.clone(),
+            cpus,
+            events_per_cpu: events,
+            lost_per_cpu: lost,
+            lost_in_pages_per_cpu: lost_pages,
+            lost_in_stats_per_cpu: stats,
+            pages_per_cpu: pages,
+            events_by_name,
+            bytes,
+            duration_ns: duration.as_nanos() as u64,
+            notes: self.notes.clone(),
+            transport: if splice_used {
+                "splice".into()
+            } else {
+                "read".into()
+            },
+        })
+    }
+
+    /// Overrun + commit overrun + dropped events of one CPU buffer.
+    fn stats_lost(&self, cpu: u32) -> u64 {
+        let text = self
+            .instance()
+            .read(&format!("per_cpu/cpu{cpu}/stats"))
+            .unwrap_or_default();
+        parse_stats_lost(&text)
+    }
+
+    /// The machine's metadata for the events we enabled.
+    fn machine_header(&self) -> Result<TraceDatHeader, RecordError> {
+        let t = &self.tracefs_dir;
+        let rd = |p: PathBuf| tracefs::read_bytes(&p);
+        let mut h = TraceDatHeader {
+            page_size: self.page_size,
+            header_page: rd(t.join("events/header_page"))?,
+            header_event: rd(t.join("events/header_event"))?,
+            ..TraceDatHeader::default()
+        };
+        for ev in tracefs::system_events(t, "ftrace").unwrap_or_default() {
+            if let Ok(f) = tracefs::read_bytes(&t.join("events/ftrace").join(&ev).join("format")) {
+                h.ftrace_formats.push(f);
+            }
+        }
+        let mut systems: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (sys, ev) in &self.enabled {
+            let list = systems.entry(sys.clone()).or_default();
+            match ev {
+                Some(e) => list.push(e.clone()),
+                None => list.extend(tracefs::system_events(t, sys)?),
+            }
+        }
+        for (sys, mut evs) in systems {
+            evs.sort();
+            evs.dedup();
+            let mut formats = Vec::new();
+            for ev in evs {
+                let p = t.join("events").join(&sys).join(&ev).join("format");
+                formats.push(rd(p)?);
+            }
+            h.event_systems.push(EventSystem { name: sys, formats });
+        }
+        h.kallsyms = tracefs::read_bytes(&self.kallsyms).unwrap_or_default();
+        h.printk_formats = tracefs::read_bytes(&t.join("printk_formats")).unwrap_or_default();
+        h.uname = uname();
+        Ok(h)
+    }
+
+    fn remove_temps(&self) {
+        for r in &self.readers {
+            let _ = fs::remove_file(&r.tmp);
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if self.instance.is_some() || self.readers.iter().any(|r| r.handle.is_some()) {
+            if let Some(i) = &self.instance {
+                let _ = i.set_tracing_on(false);
+            }
+            self.control.abort.store(true, Ordering::SeqCst);
+            self.control.signal_stop();
+            for r in &mut self.readers {
+                if let Some(h) = r.handle.take() {
+                    let _ = h.join();
+                }
+            }
+            if let Some(mut i) = self.instance.take() {
+                let _ = i.remove();
+            }
+        }
+        self.remove_temps();
+    }
+}
+
+/// Sum of the loss counters in a `per_cpu/cpuN/stats` file.
+pub fn parse_stats_lost(text: &str) -> u64 {
+    let mut lost = 0;
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(':') {
+            if matches!(k.trim(), "overrun" | "commit overrun" | "dropped events") {
+                lost += v.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    lost
+}
+
+fn online_cpus(root: &Root) -> Vec<u32> {
+    let text = fs::read_to_string(root.path("/sys/devices/system/cpu/online")).unwrap_or_default();
+    let mut v = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+            v.extend(a..=b);
+        }
+    }
+    v
+}
+
+fn uname() -> Option<String> {
+    // SAFETY: utsname is plain data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let s = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    Some(format!(
+        "{} {} {} {}",
+        s(&u.sysname),
+        s(&u.nodename),
+        s(&u.release),
+        s(&u.machine)
+    ))
+}
+
+fn pin_current_thread(cpus: &[u32]) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET stays in bounds for ids < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus
+            .iter()
+            .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
+        {
+            libc::CPU_SET(c as usize, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn make_pipe(size: usize) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Best effort: a bigger pipe moves more pages per splice.
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) };
+    Ok((r, w))
+}
+
+fn pipe_capacity(fd: &OwnedFd) -> usize {
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if n > 0 {
+        n as usize
+    } else {
+        65536
+    }
+}
+
+/// Mover of pages from one trace_pipe_raw to a file.
+struct PageMover {
+    trace: File,
+    out: File,
+    page: usize,
+    pipe: Option<(OwnedFd, OwnedFd, usize)>,
+    buf: Vec<u8>,
+}
+
+impl PageMover {
+    /// Move what is available: full pages by splice (or read); `partial` also takes the
+    /// page the kernel is still writing (read only).
+    fn step(&mut self, partial: bool) -> io::Result<bool> {
+        if !partial {
+            if let Some((r, w, cap)) = &self.pipe {
+                let len = (*cap / self.page).max(1) * self.page;
+                // SAFETY: valid fds; null offsets use the file positions.
+                let n = unsafe {
+                    libc::splice(
+                        self.trace.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        w.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        len,
+                        libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
+                    )
+                };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    return match e.raw_os_error() {
+                        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+                        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+                            self.pipe = None; // no splice here: fall back to read
+                            self.step(partial)
+                        }
+                        _ => Err(e),
+                    };
+                }
+                if n == 0 {
+                    return Ok(false);
+                }
+                let mut left = n as usize;
+                while left > 0 {
+                    let m = unsafe {
+                        libc::splice(
+                            r.as_raw_fd(),
+                            std::ptr::null_mut(),
+                            self.out.as_raw_fd(),
+                            std::ptr::null_mut(),
+                            left,
+                            libc::SPLICE_F_MOVE,
+                        )
+                    };
+                    if m < 0 {
+                        let e = io::Error::last_os_error();
+                        if e.raw_os_error() == Some(libc::EINTR) {
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                    if m == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "splice to file moved nothing",
+                        ));
+                    }
+                    left -= m as usize;
+                }
+                return Ok(true);
+            }
+        }
+        // read(): one page per call, the partial page included.
+        use std::io::{Read, Write};
+        let mut total = 0;
+        loop {
+            match self.trace.read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let mut chunk = &self.buf[..n];
+                    // a short read is a page tail; keep whole pages in the file
+                    let padded;
+                    if n < self.page {
+                        let mut v = chunk.to_vec();
+                        v.resize(self.page, 0);
+                        padded = v;
+                        chunk = &padded;
+                    }
+                    self.out.write_all(chunk)?;
+                    total += chunk.len();
+                    if !partial && total >= 64 * self.page {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total > 0)
+    }
+}
+
+/// One CPU's reader: sleep in poll until the buffer reaches `buffer_percent` (or stop
+/// is signalled), move full pages, and on stop flush everything including the last
+/// partial page.
+fn read_cpu(
+    trace: File,
+    out: File,
+    page: usize,
+    splice: bool,
+    pin: Option<&[u32]>,
+    ctl: &ReaderControl,
+) -> io::Result<ReaderResult> {
+    if let Some(cpus) = pin {
+        pin_current_thread(cpus);
+    }
+    let pipe = if splice {
+        let (r, w) = make_pipe(1 << 20)?;
+        let cap = pipe_capacity(&w);
+        Some((r, w, cap))
+    } else {
+        None
+    };
+    let mut mover = PageMover {
+        trace,
+        out,
+        page,
+        pipe,
+        buf: vec![0u8; page],
+    };
+    let mut idle_backoff = Duration::from_millis(1);
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: mover.trace.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: ctl.stop_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds[1].revents != 0 || ctl.abort.load(Ordering::SeqCst) {
+            break;
+        }
+        if fds[0].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+            return Err(io::Error::other("poll error on trace_pipe_raw"));
+        }
+        let mut moved = false;
+        while mover.step(false)? {
+            moved = true;
+        }
+        if moved {
+            idle_backoff = Duration::from_millis(1);
+        } else {
+            // Readable but no full page (tiny buffers): do not spin.
+            std::thread::sleep(idle_backoff);
+            idle_backoff = (idle_backoff * 2).min(Duration::from_millis(50));
+        }
+    }
+    if !ctl.abort.load(Ordering::SeqCst) {
+        while mover.step(false)? {}
+        while mover.step(true)? {}
+    }
+    mover.out.sync_data().ok();
+    Ok(ReaderResult {
+        splice_used: mover.pipe.is_some(),
+    })
+}
+
+/// Where the page header fields and event data sit (from `header_page`).
+#[derive(Debug, Clone, Copy)]
+struct PageLayout {
+    commit_off: usize,
+    commit_size: usize,
+    data_off: usize,
+    big_endian: bool,
+}
+
+impl PageLayout {
+    fn from_header(h: &TraceDatHeader) -> PageLayout {
+        let text = String::from_utf8_lossy(&h.header_page);
+        let (commit_off, commit_size) = format_field(&text, "commit").unwrap_or((8, 8));
+        let data_off = format_field(&text, "data").map(|f| f.0).unwrap_or(16);
+        PageLayout {
+            commit_off,
+            commit_size,
+            data_off,
+            big_endian: h.big_endian,
+        }
+    }
+
+    fn uint(&self, b: &[u8]) -> u64 {
+        let mut v = 0u64;
+        if self.big_endian {
+            for &x in b {
+                v = (v << 8) | x as u64;
+            }
+        } else {
+            for (i, &x) in b.iter().enumerate().take(8) {
+                v |= (x as u64) << (8 * i);
+            }
+        }
+        v
+    }
+}
+
+/// `field:TYPE NAME[...];\toffset:N;\tsize:M;` → (N, M).
+fn format_field(text: &str, name: &str) -> Option<(usize, usize)> {
+    for line in text.lines() {
+        let Some(decl) = line.trim().strip_prefix("field:") else {
+            continue;
+        };
+        let mut parts = decl.split(';');
+        let decl_name = parts.next()?.trim();
+        let ident = decl_name
+            .split('[')
+            .next()?
+            .rsplit(|c: char| c.is_whitespace() || c == '*')
+            .next()?;
+        if ident != name {
+            continue;
+        }
+        let mut off = None;
+        let mut size = None;
+        for p in parts {
+            let p = p.trim();
+            if let Some(v) = p.strip_prefix("offset:") {
+                off = v.trim().parse().ok();
+            } else if let Some(v) = p.strip_prefix("size:") {
+                size = v.trim().parse().ok();
+            }
+        }
+        return Some((off?, size?));
+    }
+    None
+}
+
+fn format_id(text: &str) -> Option<u16> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("ID:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// (offset, size) of a field in an event record.
+type FieldSpan = (usize, usize);
+
+/// Event names by id, and the fields used to learn task names from sched events.
+struct EventNames {
+    names: HashMap<u16, String>,
+    /// id → list of (comm field, pid field) pairs.
+    comm_fields: HashMap<u16, Vec<(FieldSpan, FieldSpan)>>,
+}
+
+impl EventNames {
+    fn from_header(h: &TraceDatHeader) -> EventNames {
+        let mut names = HashMap::new();
+        let mut comm_fields = HashMap::new();
+        let all = h.ftrace_formats.iter().map(|f| ("ftrace", f)).chain(
+            h.event_systems
+                .iter()
+                .flat_map(|s| s.formats.iter().map(move |f| (s.name.as_str(), f))),
+        );
+        for (sys, f) in all {
+            let text = String::from_utf8_lossy(f);
+            let Some(id) = format_id(&text) else { continue };
+            let name = text
+                .lines()
+                .find_map(|l| l.strip_prefix("name:"))
+                .unwrap_or("?")
+                .trim();
+            names.insert(id, format!("{sys}:{name}"));
+            let mut pairs = Vec::new();
+            for (c, p) in [
+                ("prev_comm", "prev_pid"),
+                ("next_comm", "next_pid"),
+                ("comm", "pid"),
+            ] {
+                if let (Some(cf), Some(pf)) = (format_field(&text, c), format_field(&text, p)) {
+                    pairs.push((cf, pf));
+                }
+            }
+            if !pairs.is_empty() {
+                comm_fields.insert(id, pairs);
+            }
+        }
+        EventNames { names, comm_fields }
+    }
+
+    fn name(&self, id: u16) -> String {
+        self.names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("id {id}"))
+    }
+}
+
+/// Counts from one CPU's pages.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct PageScan {
+    pages: u64,
+    events: u64,
+    lost: u64,
+}
+
+/// Walk one ring-buffer page; calls `on_record` with each event's payload.
+/// Returns (events, lost): lost is the stored missed count, or 1 when only flagged.
+fn scan_page(page: &[u8], l: &PageLayout, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
+    const MISSED_EVENTS: u64 = 1 << 31;
+    const MISSED_STORED: u64 = 1 << 30;
+    if page.len() < l.data_off || page.len() < l.commit_off + l.commit_size {
+        return (0, 0);
+    }
+    let commit_raw = l.uint(&page[l.commit_off..l.commit_off + l.commit_size]);
+    let len = ((commit_raw & (MISSED_STORED - 1)) as usize).min(page.len() - l.data_off);
+    let data = &page[l.data_off..l.data_off + len];
+    let mut lost = 0;
+    if commit_raw & MISSED_EVENTS != 0 {
+        lost = 1;
+        if commit_raw & MISSED_STORED != 0 {
+            let at = l.data_off + len;
+            if at + l.commit_size <= page.len() {
+                lost = l.uint(&page[at..at + l.commit_size]).max(1);
+            }
+        }
+    }
+    let word = |i: usize| l.uint(&data[i..i + 4]) as u32;
+    let mut events = 0;
+    let mut i = 0;
+    while i + 4 <= len {
+        let hdr = word(i);
+        let (type_len, delta) = if l.big_endian {
+            (hdr >> 27, hdr & ((1 << 27) - 1))
+        } else {
+            (hdr & 0x1f, hdr >> 5)
+        };
+        match type_len {
+            0 => {
+                if i + 8 > len {
+                    break;
+                }
+                let size = word(i + 4) as usize;
+                if size < 4 || i + 4 + size > len {
+                    break;
+                }
+                events += 1;
+                on_record(&data[i + 8..i + 4 + size]);
+                i += 4 + size;
+            }
+            1..=28 => {
+                let size = type_len as usize * 4;
+                if i + 4 + size > len {
+                    break;
+                }
+                events += 1;
+                on_record(&data[i + 4..i + 4 + size]);
+                i += 4 + size;
+            }
+            29 => {
+                if delta == 0 || i + 8 > len {
+                    break; // padding to the end of the page
+                }
+                i += 4 + word(i + 4) as usize;
+            }
+            _ => i += 8, // time extend / absolute time stamp
+        }
+    }
+    (events, lost)
+}
+
+fn scan_file(
+    path: &Path,
+    page: usize,
+    l: &PageLayout,
+    names: &EventNames,
+    by_id: &mut HashMap<u16, u64>,
+    comms: &mut BTreeMap<i32, String>,
+) -> Result<PageScan, RecordError> {
+    let f = File::open(path).map_err(io_err(path))?;
+    let len = f.metadata().map_err(io_err(path))?.len() as usize;
+    let mut s = PageScan::default();
+    if len == 0 {
+        return Ok(s);
+    }
+    // SAFETY: the temp file is ours and no longer written.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err(path))?;
+    for p in map.chunks_exact(page) {
+        s.pages += 1;
+        let (ev, lost) = scan_page(p, l, |rec| {
+            if rec.len() < 2 {
+                return;
+            }
+            let id = l.uint(&rec[..2]) as u16;
+            *by_id.entry(id).or_insert(0) += 1;
+            if let Some(pairs) = names.comm_fields.get(&id) {
+                for &((co, cs), (po, ps)) in pairs {
+                    if co + cs <= rec.len() && po + ps <= rec.len() && ps == 4 {
+                        let pid = l.uint(&rec[po..po + 4]) as u32 as i32;
+                        let c = &rec[co..co + cs];
+                        let c = &c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())];
+                        if pid > 0 && !c.is_empty() {
+                            comms.insert(pid, String::from_utf8_lossy(c).into_owned());
+                        }
+                    }
+                }
+            }
+        });
+        s.events += ev;
+        s.lost += lost;
+    }
+    Ok(s)
+}
+
+/// saved_cmdlines of the machine, overridden by the names seen in the recorded events.
+fn merged_cmdlines(tracefs_dir: &Path, seen: &BTreeMap<i32, String>) -> Vec<u8> {
+    let mut all: BTreeMap<i32, String> = BTreeMap::new();
+    if let Ok(text) = tracefs::read_file(&tracefs_dir.join("saved_cmdlines")) {
+        for line in text.lines() {
+            if let Some((pid, comm)) = line.split_once(' ') {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    all.insert(pid, comm.to_string());
+                }
+            }
+        }
+    }
+    for (pid, comm) in seen {
+        all.insert(*pid, comm.clone());
+    }
+    let mut out = String::new();
+    for (pid, comm) in all {
+        out.push_str(&format!("{pid} {comm}\n"));
+    }
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> PageLayout {
+        PageLayout {
+            commit_off: 8,
+            commit_size: 8,
+            data_off: 16,
+            big_endian: false,
+        }
+    }
+
+    fn page_with(records: &[Vec<u8>], flags: u64, missed: Option<u64>) -> Vec<u8> {
+        let mut data = Vec::new();
+        for r in records {
+            assert_eq!(r.len() % 4, 0);
+            let type_len = (r.len() / 4) as u32;
+            data.extend_from_slice(&(type_len | (5 << 5)).to_le_bytes());
+            data.extend_from_slice(r);
+        }
+        // a time extend, then a long record (type_len 0)
+        data.extend_from_slice(&(30u32 | (1 << 5)).to_le_bytes());
+        data.extend_from_slice(&7u32.to_le_bytes());
+        let long = vec![9u8; 120];
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&(long.len() as u32 + 4).to_le_bytes());
+        data.extend_from_slice(&long);
+        let mut page = vec![0u8; 4096];
+        page[16..16 + data.len()].copy_from_slice(&data);
+        let mut commit = data.len() as u64 | flags;
+        if let Some(m) = missed {
+            page[16 + data.len()..24 + data.len()].copy_from_slice(&m.to_le_bytes());
+            commit |= 1 << 30;
+        }
+        page[8..16].copy_from_slice(&commit.to_le_bytes());
+        page
+    }
+
+    #[test]
+    fn scan_counts_records_of_all_sizes() {
+        let p = page_with(&[vec![1, 0, 0, 0, 0, 0, 0, 0], vec![2, 0, 0, 0]], 0, None);
+        let mut ids = Vec::new();
+        let (n, lost) = scan_page(&p, &layout(), |r| ids.push((r[0], r.len())));
+        assert_eq!(n, 3);
+        assert_eq!(lost, 0);
+        assert_eq!(ids, vec![(1, 8), (2, 4), (9, 120)]);
+    }
+
+    #[test]
+    fn scan_reads_missed_event_counts() {
+        let p = page_with(&[vec![1, 0, 0, 0]], 1 << 31, Some(42));
+        assert_eq!(scan_page(&p, &layout(), |_| {}), (2, 42));
+        let p = page_with(&[vec![1, 0, 0, 0]], 1 << 31, None);
+        assert_eq!(scan_page(&p, &layout(), |_| {}).1, 1);
+    }
+
+    #[test]
+    fn scan_survives_garbage() {
+        let mut p = vec![0xffu8; 4096];
+        p[8..16].copy_from_slice(&4000u64.to_le_bytes());
+        let _ = scan_page(&p, &layout(), |_| {});
+        let _ = scan_page(&p[..10], &layout(), |_| {});
+    }
+
+    #[test]
+    fn format_fields_are_found() {
+        let t = "name: x\nID: 372\nformat:\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n";
+        assert_eq!(format_field(t, "prev_comm"), Some((8, 16)));
+        assert_eq!(format_field(t, "prev_pid"), Some((24, 4)));
+        assert_eq!(format_field(t, "pid"), None);
+        assert_eq!(format_id(t), Some(372));
+        let hp = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+        assert_eq!(format_field(hp, "commit"), Some((8, 8)));
+        assert_eq!(format_field(hp, "data"), Some((16, 4080)));
+    }
+
+    #[test]
+    fn stats_loss_sums_overruns_and_drops() {
+        let s = "entries: 5\noverrun: 3\ncommit overrun: 1\nbytes: 9\ndropped events: 2\nread events: 7\n";
+        assert_eq!(parse_stats_lost(s), 6);
+    }
+}
