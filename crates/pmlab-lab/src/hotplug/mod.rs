@@ -161,6 +161,14 @@ pub fn check_cpus(sys_cpu: &Path, cpus: &[u32]) -> Result<(), HotplugError> {
     if cpus.is_empty() {
         return Err(HotplugError::Invalid("no CPUs given".into()));
     }
+    let online = sysfs::online_cpus(sys_cpu)?;
+    if online.iter().all(|c| cpus.contains(c)) {
+        return Err(HotplugError::Invalid(format!(
+            "the CPU list {} would offline every online CPU ({}); at least one must stay online",
+            format_cpu_list(cpus),
+            format_cpu_list(&online)
+        )));
+    }
     for &cpu in cpus {
         let f = CpuFiles::new(sys_cpu, cpu);
         if !sys_cpu.join(format!("cpu{cpu}")).is_dir() {
@@ -180,14 +188,6 @@ pub fn check_cpus(sys_cpu: &Path, cpus: &[u32]) -> Result<(), HotplugError> {
                 "cpu{cpu} is offline; bring it online first (pmlab cycles online CPUs and leaves them online)"
             )));
         }
-    }
-    let online = sysfs::online_cpus(sys_cpu)?;
-    if online.iter().all(|c| cpus.contains(c)) {
-        return Err(HotplugError::Invalid(format!(
-            "the CPU list {} covers every online CPU ({}); at least one must stay online",
-            format_cpu_list(cpus),
-            format_cpu_list(&online)
-        )));
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::inject::{InjectOutcome, InjectResult};
 use super::lab::{LabResult, OpRecord};
 use super::sysfs::Direction;
+use super::trace::OpTrace;
 use super::Mitigation;
 use crate::stats;
 
@@ -50,8 +51,12 @@ pub struct LatencyRow {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
+    /// Median time from the write to the first step (locks, RCU sync, queueing).
+    pub before_steps_p50_ms: Option<f64>,
     /// Median traced span (first step start to last step end).
     pub span_p50_ms: Option<f64>,
+    /// Median time from the last step to the write's return (wakeup of the writer).
+    pub after_steps_p50_ms: Option<f64>,
     /// Median time in arch steps, and in the rest of the steps.
     pub arch_p50_ms: Option<f64>,
     pub rest_p50_ms: Option<f64>,
@@ -197,12 +202,15 @@ impl HotplugReport {
         let mut latency = Vec::new();
         for ((config, direction, load), ops) in &g {
             let w = walls(ops);
-            let traced: Vec<_> = ops.iter().filter_map(|o| o.trace.as_ref()).collect();
-            let med = |f: &dyn Fn(&super::trace::OpTrace) -> u64| {
+            let traced: Vec<(&OpRecord, &OpTrace)> = ops
+                .iter()
+                .filter_map(|o| o.trace.as_ref().map(|t| (*o, t)))
+                .collect();
+            let med = |f: &dyn Fn(&OpRecord, &OpTrace) -> u64| {
                 if traced.is_empty() {
                     None
                 } else {
-                    let v: Vec<f64> = traced.iter().map(|t| f(t) as f64).collect();
+                    let v: Vec<f64> = traced.iter().map(|(o, t)| f(o, t) as f64).collect();
                     Some(ms(quantile(&v, 0.5)))
                 }
             };
@@ -216,9 +224,11 @@ impl HotplugReport {
                 p99_ms: ms(quantile(&w, 0.99)),
                 max_ms: ms(quantile(&w, 1.0)),
                 mean_ms: ms(w.iter().sum::<f64>() / w.len() as f64),
-                span_p50_ms: med(&|t| t.span_ns),
-                arch_p50_ms: med(&|t| t.arch_ns),
-                rest_p50_ms: med(&|t| t.steps_sum_ns - t.arch_ns),
+                before_steps_p50_ms: med(&|o, t| t.first_ns.saturating_sub(o.start_ns)),
+                span_p50_ms: med(&|_, t| t.span_ns),
+                after_steps_p50_ms: med(&|o, t| o.end_ns.saturating_sub(t.last_ns)),
+                arch_p50_ms: med(&|_, t| t.arch_ns),
+                rest_p50_ms: med(&|_, t| t.steps_sum_ns - t.arch_ns),
             });
         }
 
@@ -314,7 +324,7 @@ impl HotplugReport {
         }
 
         let trace_check = if r.traced {
-            let traced: Vec<(&OpRecord, &super::trace::OpTrace)> = r
+            let traced: Vec<(&OpRecord, &OpTrace)> = r
                 .ops
                 .iter()
                 .filter_map(|o| o.trace.as_ref().map(|t| (o, t)))
@@ -373,8 +383,8 @@ impl HotplugReport {
             self.seed
         );
         let mut t = table(&[
-            "config", "dir", "load", "n", "p50 ms", "p90 ms", "p99 ms", "max ms", "span p50",
-            "arch p50", "rest p50",
+            "config", "dir", "load", "n", "p50 ms", "p90 ms", "p99 ms", "max ms", "before",
+            "steps", "after", "arch", "rest",
         ]);
         for r in &self.latency {
             let opt = |v: Option<f64>| v.map_or("-".to_string(), f2);
@@ -387,12 +397,18 @@ impl HotplugReport {
                 num(f2(r.p90_ms)),
                 num(f2(r.p99_ms)),
                 num(f2(r.max_ms)),
+                num(opt(r.before_steps_p50_ms)),
                 num(opt(r.span_p50_ms)),
+                num(opt(r.after_steps_p50_ms)),
                 num(opt(r.arch_p50_ms)),
                 num(opt(r.rest_p50_ms)),
             ]);
         }
-        out += &format!("Latency per direction and load (wall time around the write)\n{t}\n\n");
+        out += &format!(
+            "Latency per direction and load (wall time around the write; the last five columns are \
+             medians: before the first step, traced steps span, after the last step, and the span \
+             split into arch steps and the rest)\n{t}\n\n"
+        );
 
         if !self.top_steps.is_empty() {
             let mut t = table(&[
@@ -597,7 +613,7 @@ fn change(c: Option<Change>) -> String {
 mod tests {
     use super::*;
     use crate::hotplug::loaders::LoaderKind;
-    use crate::hotplug::trace::{OpTrace, StepTime};
+    use crate::hotplug::trace::StepTime;
 
     #[test]
     fn quantiles_interpolate() {
