@@ -585,7 +585,7 @@ fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
     let before = machine_state();
     expect_clean(&before);
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
-    let mut child = Command::new(&bin)
+    let child = Command::new(&bin)
         .args([
             "hotplug",
             "--cpus",
