@@ -3,6 +3,7 @@
 
 pub mod executor;
 pub mod export;
+pub mod hotplug;
 pub mod machine;
 pub mod protocol;
 pub mod render;

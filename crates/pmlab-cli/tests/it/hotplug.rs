@@ -1,1 +1,667 @@
-//! Integration tests for `pmlab hotplug`.
+//! Integration tests for `pmlab hotplug`, on the real kernel: cpu1 cycled offline/online,
+//! mitigations, fault injection, refusals, SIGINT; the machine checked as found after each.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{is_root, pmlab};
+
+const CPU1: &str = "/sys/devices/system/cpu/cpu1";
+
+/// What a hotplug session may touch, read back.
+#[derive(Debug, PartialEq)]
+struct MachineState {
+    cpu1_online: String,
+    fail_files: Vec<String>,
+    rcu_expedited: String,
+    our_instances: Vec<String>,
+    our_cgroups: Vec<String>,
+}
+
+fn read(p: &str) -> String {
+    std::fs::read_to_string(p)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("<{e}>"))
+}
+
+fn dirs_with_prefix(dir: &str, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn machine_state() -> MachineState {
+    let mut fail_files = Vec::new();
+    for cpu in 0..64 {
+        let p = format!("/sys/devices/system/cpu/cpu{cpu}/hotplug/fail");
+        if Path::new(&p).exists() {
+            fail_files.push(read(&p));
+        }
+    }
+    MachineState {
+        cpu1_online: read(&format!("{CPU1}/online")),
+        fail_files,
+        rcu_expedited: read("/sys/kernel/rcu_expedited"),
+        our_instances: dirs_with_prefix("/sys/kernel/tracing/instances", "pmlab-hotplug-"),
+        our_cgroups: dirs_with_prefix("/sys/fs/cgroup/cpu", "pmlab-hotplug-boost-"),
+    }
+}
+
+/// The state every test starts from and must leave.
+fn expect_clean(s: &MachineState) {
+    assert_eq!(s.cpu1_online, "1", "cpu1 must be online: {s:?}");
+    assert!(s.fail_files.iter().all(|f| f == "-1"), "fail files: {s:?}");
+    assert!(s.our_instances.is_empty(), "tracefs instances left: {s:?}");
+    assert!(s.our_cgroups.is_empty(), "cgroups left: {s:?}");
+}
+
+fn require_machine() {
+    assert!(
+        is_root(),
+        "the hotplug tests run as root on the project's machines"
+    );
+    assert!(
+        Path::new(&format!("{CPU1}/online")).exists(),
+        "cpu1 hotplug must be present"
+    );
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "pmlab failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn db(dir: &tempfile::TempDir) -> String {
+    dir.path().join("pmlab.db").display().to_string()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[test]
+fn cycles_under_load_print_tables_with_steps_that_sum_to_the_span() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let dir = tempfile::tempdir().unwrap();
+    let out = pmlab()
+        .args([
+            "hotplug", "--cpus", "1", "--cycles", "6", "--load", "0,2", "--json", "--db",
+        ])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    let rows = r["latency"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "down/up × load 0/2: {rows:?}");
+    for row in rows {
+        assert_eq!(row["n"], 6);
+        let (p50, p90, p99, max) = (
+            row["p50_ms"].as_f64().unwrap(),
+            row["p90_ms"].as_f64().unwrap(),
+            row["p99_ms"].as_f64().unwrap(),
+            row["max_ms"].as_f64().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= max, "{row}");
+        // The steps lie within the wall time.
+        assert!(row["span_p50_ms"].as_f64().unwrap() <= max, "{row}");
+    }
+    // Per operation, the steps' exclusive times add up to the traced span.
+    let ops = r["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 24);
+    for op in ops {
+        let t = &op["trace"];
+        let (sum, span) = (
+            t["steps_sum_ns"].as_f64().unwrap(),
+            t["span_ns"].as_f64().unwrap(),
+        );
+        assert!(
+            (sum / span - 1.0).abs() <= 0.02,
+            "steps {sum} vs span {span}: {op}"
+        );
+        assert!(op["wall_ns"].as_f64().unwrap() >= span, "{op}");
+    }
+    // The down path runs sched_cpu_deactivate on the target; the up path kicks the AP.
+    let callbacks: Vec<&str> = ops
+        .iter()
+        .flat_map(|o| o["trace"]["steps"].as_array().unwrap())
+        .map(|s| s["callback"].as_str().unwrap())
+        .collect();
+    assert!(callbacks.contains(&"sched_cpu_deactivate"));
+    assert!(callbacks.contains(&"sched_cpu_activate"));
+    assert_eq!(
+        r["top_steps"].as_array().unwrap().len(),
+        20,
+        "5 per direction and load"
+    );
+    let after = machine_state();
+    assert_eq!(before, after);
+
+    // And the tables for people.
+    let out = pmlab()
+        .args(["hotplug", "--cpus", "1", "--cycles", "3", "--db"])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "p50 ms",
+        "p99 ms",
+        "arch",
+        "Steps contributing most to the p99",
+        "Trace check",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    assert_eq!(before, machine_state());
+
+    // Both sessions are in the store.
+    let conn = Command::new("sqlite3")
+        .arg(db(&dir))
+        .arg("select count(*) from runs")
+        .output();
+    if let Ok(o) = conn {
+        if o.status.success() {
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "30");
+        }
+    }
+}
+
+/// Shell loop: CYCLES offline/online writes timed with EPOCHREALTIME; prints "down us" / "up us".
+fn shell_loop(cycles: u32) -> (Vec<f64>, Vec<f64>) {
+    let script = format!(
+        r#"o={CPU1}/online; echo 0 > $o; echo 1 > $o
+for ((i=0;i<{cycles};i++)); do
+  t0=${{EPOCHREALTIME/./}}; echo 0 > $o || exit 1; t1=${{EPOCHREALTIME/./}}; echo 1 > $o || exit 1; t2=${{EPOCHREALTIME/./}}
+  echo "down $((t1-t0))"; echo "up $((t2-t1))"
+done"#
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut down, mut up) = (Vec::new(), Vec::new());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let (d, us) = line.split_once(' ').unwrap();
+        let ms = us.parse::<f64>().unwrap() / 1000.0;
+        if d == "down" {
+            down.push(ms)
+        } else {
+            up.push(ms)
+        }
+    }
+    (down, up)
+}
+
+#[test]
+fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let (mut sd, mut su, mut pd, mut pu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (d, u) = shell_loop(10);
+        sd.extend(d);
+        su.extend(u);
+        let out = pmlab()
+            .args([
+                "hotplug",
+                "--cpus",
+                "1",
+                "--cycles",
+                "10",
+                "--load",
+                "0",
+                "--no-store",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        for op in json_of(&out)["operations"].as_array().unwrap() {
+            let ms = op["wall_ns"].as_f64().unwrap() / 1e6;
+            match op["direction"].as_str().unwrap() {
+                "down" => pd.push(ms),
+                _ => pu.push(ms),
+            }
+        }
+    }
+    let down = median(pd) / median(sd.clone());
+    let up = median(pu) / median(su.clone());
+    assert!(
+        (0.75..=1.25).contains(&down),
+        "down p50 ratio pmlab/shell {down:.3}"
+    );
+    assert!(
+        (0.75..=1.25).contains(&up),
+        "up p50 ratio pmlab/shell {up:.3}"
+    );
+    assert_eq!(before, machine_state());
+}
+
+#[test]
+fn rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let dir = tempfile::tempdir().unwrap();
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--cycles",
+            "8",
+            "--load",
+            "0",
+            "--mitigate",
+            "rcu-expedited",
+            "--seed",
+            "7",
+            "--json",
+            "--db",
+        ])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    assert_eq!(r["seed"], 7);
+    let configs: Vec<&str> = r["configurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(configs, ["none", "rcu-expedited"]);
+    let rows = r["mitigations"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "down and up");
+    for m in rows {
+        let c = &m["comparison"];
+        let rel = &c["relative"];
+        let (lo, hi) = (rel["low"].as_f64().unwrap(), rel["high"].as_f64().unwrap());
+        let verdict = c["verdict"].as_str().unwrap();
+        // No effect claimed without significance, and the verdict agrees with its CI.
+        if lo <= 0.0 && hi >= 0.0 {
+            assert!(verdict.starts_with("no significant change"), "{m}");
+        } else {
+            assert_ne!(c["outcome"], "no_significant_change", "{m}");
+        }
+        let p50 = &m["p50_change"];
+        assert!(p50["low"].as_f64().unwrap() <= p50["high"].as_f64().unwrap());
+    }
+    // Interleaved: both configurations ran in every round.
+    let ops = r["operations"].as_array().unwrap();
+    for round in 0..8 {
+        let n = ops.iter().filter(|o| o["round"] == round).count();
+        assert_eq!(n, 4, "round {round}");
+    }
+    assert_eq!(before, machine_state());
+}
+
+#[test]
+fn kthread_boost_runs_and_removes_its_cgroup() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--cycles",
+            "3",
+            "--load",
+            "1",
+            "--loader",
+            "spin",
+            "--mitigate",
+            "kthread-boost",
+            "--no-store",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    assert_eq!(r["mitigations"].as_array().unwrap().len(), 2);
+    assert!(r["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["config"] == "kthread-boost"));
+    assert_eq!(before, machine_state());
+    assert!(dirs_with_prefix("/sys/fs/cgroup/cpu", "pmlab-hotplug-boost-").is_empty());
+}
+
+/// States the kernel accepts in `cpu1/hotplug/fail` now, probed by the shell (arm, disarm).
+fn shell_probe_accepted() -> Vec<i64> {
+    let script = format!(
+        r#"for n in $(awk -F: '{{print $1}}' /sys/devices/system/cpu/hotplug/states); do
+  if echo $n > {CPU1}/hotplug/fail 2>/dev/null; then echo $n; echo -1 > {CPU1}/hotplug/fail; fi
+done"#
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    // Independent list of what the kernel accepts, in each direction.
+    let accepted_online = shell_probe_accepted();
+    std::fs::write(format!("{CPU1}/online"), "0").unwrap();
+    let accepted_offline = shell_probe_accepted();
+    std::fs::write(format!("{CPU1}/online"), "1").unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--inject-fail",
+            "all",
+            "--json",
+            "--db",
+        ])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    let attempts = r["attempts"].as_array().unwrap();
+    let states_of = |dir: &str| -> Vec<i64> {
+        attempts
+            .iter()
+            .filter(|a| a["direction"] == dir)
+            .map(|a| a["state"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        states_of("down"),
+        accepted_online,
+        "every state accepted while online is walked down"
+    );
+    assert_eq!(
+        states_of("up"),
+        accepted_offline,
+        "every state accepted while offline is walked up"
+    );
+    let mut rolled_back = 0;
+    for a in attempts {
+        match a["outcome"]["kind"].as_str().unwrap() {
+            "rolled_back" => {
+                rolled_back += 1;
+                assert_eq!(a["errno"], 11, "EAGAIN: {a}");
+                assert_eq!(a["fail_after"], -1, "{a}");
+                let was_online = a["direction"] == "down";
+                assert_eq!(a["online_after"], was_online, "CPU back where it was: {a}");
+                assert!(a["rollback_ns"].as_u64().is_some(), "rollback timed: {a}");
+                assert!(a["rollback_ns"].as_u64().unwrap() <= a["wall_ns"].as_u64().unwrap());
+            }
+            "not_triggered" => {}
+            other => panic!("unexpected outcome {other}: {a}"),
+        }
+    }
+    // The down path fails at sched:active (sched_cpu_deactivate) at least; up at cpu:bringup.
+    assert!(rolled_back >= 20, "{rolled_back} rolled back");
+    for (dir, state) in [("down", 235), ("up", 83)] {
+        let a = attempts
+            .iter()
+            .find(|a| a["direction"] == dir && a["state"] == state)
+            .unwrap_or_else(|| panic!("{dir} {state} walked"));
+        assert_eq!(a["outcome"]["kind"], "rolled_back", "{a}");
+    }
+    assert_eq!(before, machine_state());
+
+    // The text report lists every state with its rollback time.
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--inject-fail",
+            "sched:active",
+            "--no-store",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("235 sched:active") && text.contains("rollback ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 attempts: 2 failed and rolled back"),
+        "{text}"
+    );
+    assert_eq!(before, machine_state());
+}
+
+#[test]
+fn refusals_change_nothing() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let cases: &[(&[&str], &str)] = &[
+        (&["--cpus", "0"], "cpu0 cannot be hot-unplugged"),
+        (&["--cpus", "0-1"], "would offline every online CPU"),
+        (&["--cpus", "99"], "does not exist"),
+        (
+            &["--cpus", "1", "--inject-fail", "sched:nonesuch"],
+            "no hotplug state",
+        ),
+        (&["--cpus", "1", "--inject-fail", "999"], "no hotplug state"),
+        (&["--cpus", "1", "--load", "two"], "bad --load"),
+        (
+            &["--cpus", "1", "--cycles", "0"],
+            "--cycles must be at least 1",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = pmlab()
+            .arg("hotplug")
+            .args(*args)
+            .arg("--no-store")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("pmlab: error:") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(before, machine_state(), "{args:?}");
+    }
+    // A state that exists but accepts no injection (atomic) is refused after probing only.
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--inject-fail",
+            "sched:starting",
+            "--no-store",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not accept fault injection"));
+    assert_eq!(before, machine_state());
+}
+
+#[test]
+fn refuses_without_root_before_doing_anything() {
+    require_machine();
+    let before = machine_state();
+    let bin = assert_cmd::cargo::cargo_bin("pmlab");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["hotplug", "--cpus", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("needs root") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(before, machine_state());
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1));
+            if ppid == Some(&pid.to_string()) {
+                v.push(p);
+            }
+        }
+    }
+    v
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
+    require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let bin = assert_cmd::cargo::cargo_bin("pmlab");
+    let child = Command::new(&bin)
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--cycles",
+            "500",
+            "--load",
+            "2",
+            "--loader",
+            "spin",
+            "--mitigate",
+            "rcu-expedited,kthread-boost",
+            "--no-store",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the loaders run and the cycles have begun.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut loaders = Vec::new();
+    while Instant::now() < deadline {
+        loaders = children_of(child.id());
+        if loaders.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(loaders.len() >= 2, "loaders started: {loaders:?}");
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    for p in loaders {
+        assert!(!alive(p), "loader {p} still running");
+    }
+    assert_eq!(before, machine_state());
+}
+
+#[test]
+fn a_shell_loop_of_50_cycles_passes_after_a_session() {
+    require_machine();
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--cycles",
+            "3",
+            "--no-store",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    json_of(&out);
+    // The selftest's checks (cpu-on-off-test.sh): each write succeeds and `online` follows.
+    let script = format!(
+        r#"o={CPU1}/online
+for ((i=0;i<50;i++)); do
+  echo 0 > $o || {{ echo "offline $i failed"; exit 1; }}
+  grep -q 0 $o || {{ echo "still online after $i"; exit 1; }}
+  echo 1 > $o || {{ echo "online $i failed"; exit 1; }}
+  grep -q 1 $o || {{ echo "still offline after $i"; exit 1; }}
+done"#
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    expect_clean(&machine_state());
+}

@@ -1,0 +1,300 @@
+//! The hotplug lab: CPU offline/online latency, per direction and load level, step by step
+//! from the cpuhp tracepoints; mitigations (rcu-expedited, kthread-boost) as interleaved
+//! configurations; and fault injection through `cpuN/hotplug/fail` with rollback timing.
+//!
+//! Every path leaves the machine as found: CPUs back in their original state, `fail` files
+//! at -1, knobs restored, loaders stopped, the boost cgroup and tracefs instance removed.
+
+pub mod boost;
+pub mod inject;
+pub mod interim;
+pub mod lab;
+pub mod loaders;
+pub mod report;
+pub mod states;
+pub mod store;
+pub mod sysfs;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use inject::{run_inject, InjectAttempt, InjectOptions, InjectOutcome, InjectTarget};
+pub use lab::{run_lab, LabOptions, LabResult, OpRecord};
+pub use loaders::{LoaderCommand, LoaderKind};
+pub use states::{HotplugState, StateTable};
+pub use sysfs::{CpuFiles, Direction};
+
+/// Errors of the hotplug lab; each names the file it failed on.
+#[derive(Debug, thiserror::Error)]
+pub enum HotplugError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {what}")]
+    Parse { path: PathBuf, what: String },
+    #[error("writing {value:?} to {path}: {} ({meaning})", std::io::Error::from_raw_os_error(*errno))]
+    Refused {
+        path: PathBuf,
+        value: String,
+        errno: i32,
+        meaning: &'static str,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{what}: {source}")]
+    Loader {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Unexpected(String),
+    #[error("interrupted; CPUs, knobs and cgroups were restored and loaders stopped")]
+    Interrupted,
+}
+
+/// A mitigation compared as one configuration of the experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mitigation {
+    /// The baseline: nothing changed.
+    None,
+    /// `rcu.expedited=1`: synchronize_rcu() in the hotplug path becomes expedited.
+    RcuExpedited,
+    /// kthreads get more CPU bandwidth than the load during each online operation.
+    KthreadBoost,
+}
+
+impl Mitigation {
+    pub fn parse(s: &str) -> Result<Mitigation, String> {
+        match s {
+            "none" => Ok(Mitigation::None),
+            "rcu-expedited" => Ok(Mitigation::RcuExpedited),
+            "kthread-boost" => Ok(Mitigation::KthreadBoost),
+            other => Err(format!(
+                "unknown mitigation {other:?}: expected rcu-expedited, kthread-boost or none"
+            )),
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mitigation::None => "none",
+            Mitigation::RcuExpedited => "rcu-expedited",
+            Mitigation::KthreadBoost => "kthread-boost",
+        }
+    }
+    /// The configurations to run: the baseline first, then each distinct mitigation.
+    pub fn configurations(requested: &[Mitigation]) -> Vec<Mitigation> {
+        let mut v = vec![Mitigation::None];
+        for m in requested {
+            if !v.contains(m) {
+                v.push(*m);
+            }
+        }
+        v
+    }
+}
+
+/// Parse a CPU list ("1", "0-3,5"), sorted and deduplicated.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        let bad = || format!("bad CPU list {s:?}: {part:?} is not N or N-M");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u32 = a.trim().parse().map_err(|_| bad())?;
+                let b: u32 = b.trim().parse().map_err(|_| bad())?;
+                if a > b {
+                    return Err(format!("bad CPU list {s:?}: range {part:?} is reversed"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("empty CPU list {s:?}"));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Paths of the kernel files the lab uses, under a root ("/" or a fake tree).
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub root: PathBuf,
+}
+
+impl Paths {
+    pub fn new(root: impl Into<PathBuf>) -> Paths {
+        Paths { root: root.into() }
+    }
+    fn at(&self, abs: &str) -> PathBuf {
+        self.root.join(abs.trim_start_matches('/'))
+    }
+    pub fn sys_cpu(&self) -> PathBuf {
+        self.at("/sys/devices/system/cpu")
+    }
+    pub fn rcu_expedited(&self) -> PathBuf {
+        self.at("/sys/kernel/rcu_expedited")
+    }
+    pub fn cgroup_fs(&self) -> PathBuf {
+        self.at("/sys/fs/cgroup")
+    }
+    pub fn tracefs(&self) -> PathBuf {
+        self.at("/sys/kernel/tracing")
+    }
+}
+
+/// The refusals made before anything is touched: CPUs without an `online` file (cpu0),
+/// CPUs not present or offline, and a list that covers every online CPU.
+pub fn check_cpus(sys_cpu: &Path, cpus: &[u32]) -> Result<(), HotplugError> {
+    if cpus.is_empty() {
+        return Err(HotplugError::Invalid("no CPUs given".into()));
+    }
+    let online = sysfs::online_cpus(sys_cpu)?;
+    if online.iter().all(|c| cpus.contains(c)) {
+        return Err(HotplugError::Invalid(format!(
+            "the CPU list {} would offline every online CPU ({}); at least one must stay online",
+            format_cpu_list(cpus),
+            format_cpu_list(&online)
+        )));
+    }
+    for &cpu in cpus {
+        let f = CpuFiles::new(sys_cpu, cpu);
+        if !sys_cpu.join(format!("cpu{cpu}")).is_dir() {
+            return Err(HotplugError::Invalid(format!(
+                "cpu{cpu} does not exist ({} has no cpu{cpu})",
+                sys_cpu.display()
+            )));
+        }
+        if !f.has_online_file() {
+            return Err(HotplugError::Invalid(format!(
+                "cpu{cpu} cannot be hot-unplugged: {} does not exist",
+                f.online_path().display()
+            )));
+        }
+        if !f.is_online()? {
+            return Err(HotplugError::Invalid(format!(
+                "cpu{cpu} is offline; bring it online first (pmlab cycles online CPUs and leaves them online)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// "0-3,5" from a sorted list.
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::fs;
+    use std::path::Path;
+
+    /// A fake sysfs CPU tree: cpu0 without `online`, the others online.
+    pub fn fake_sys_cpu(dir: &Path, ncpus: u32) {
+        for cpu in 0..ncpus {
+            let d = dir.join(format!("cpu{cpu}/hotplug"));
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("fail"), "-1\n").unwrap();
+            fs::write(d.join("state"), "236\n").unwrap();
+            if cpu > 0 {
+                fs::write(dir.join(format!("cpu{cpu}/online")), "1\n").unwrap();
+            }
+        }
+        fs::write(dir.join("online"), format!("0-{}\n", ncpus - 1)).unwrap();
+        fs::create_dir_all(dir.join("hotplug")).unwrap();
+        fs::write(dir.join("hotplug/states"), super::states::SAMPLE).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_and_format() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0-3,5,2").unwrap(), vec![0, 1, 2, 3, 5]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("").is_err());
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5]), "0-3,5");
+    }
+
+    #[test]
+    fn configurations_put_the_baseline_first() {
+        use Mitigation::*;
+        assert_eq!(Mitigation::configurations(&[]), vec![None]);
+        assert_eq!(
+            Mitigation::configurations(&[RcuExpedited, None, RcuExpedited]),
+            vec![None, RcuExpedited]
+        );
+        assert!(Mitigation::parse("turbo").is_err());
+    }
+
+    #[test]
+    fn refuses_cpu0_without_online_file() {
+        let t = tempfile::tempdir().unwrap();
+        testing::fake_sys_cpu(t.path(), 2);
+        let e = check_cpus(t.path(), &[0]).unwrap_err().to_string();
+        assert!(e.contains("cpu0 cannot be hot-unplugged"), "{e}");
+    }
+
+    #[test]
+    fn refuses_a_list_covering_every_online_cpu() {
+        let t = tempfile::tempdir().unwrap();
+        testing::fake_sys_cpu(t.path(), 3);
+        // Make cpu0 hotpluggable too, as on arm64.
+        std::fs::write(t.path().join("cpu0/online"), "1\n").unwrap();
+        let e = check_cpus(t.path(), &[0, 1, 2]).unwrap_err().to_string();
+        assert!(e.contains("every online CPU"), "{e}");
+        check_cpus(t.path(), &[1, 2]).unwrap();
+    }
+
+    #[test]
+    fn refuses_missing_and_offline_cpus() {
+        let t = tempfile::tempdir().unwrap();
+        testing::fake_sys_cpu(t.path(), 3);
+        assert!(check_cpus(t.path(), &[7])
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
+        std::fs::write(t.path().join("cpu2/online"), "0\n").unwrap();
+        assert!(check_cpus(t.path(), &[2])
+            .unwrap_err()
+            .to_string()
+            .contains("offline"));
+    }
+}

@@ -1,0 +1,211 @@
+//! The kernel's hotplug state table (`/sys/devices/system/cpu/hotplug/states`): numbers and
+//! names, resolving a user's STATE (name or number), and which states are the "arch part".
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::HotplugError;
+
+/// One line of `hotplug/states`: ` 83: cpu:bringup`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HotplugState {
+    pub number: i32,
+    pub name: String,
+}
+
+/// The whole table, in kernel order (ascending numbers).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StateTable {
+    pub states: Vec<HotplugState>,
+}
+
+impl StateTable {
+    /// Read `sys_cpu/hotplug/states`.
+    pub fn read(sys_cpu: &Path) -> Result<StateTable, HotplugError> {
+        let path = sys_cpu.join("hotplug/states");
+        let text = std::fs::read_to_string(&path).map_err(|source| HotplugError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        StateTable::parse(&text).map_err(|what| HotplugError::Parse { path, what })
+    }
+
+    pub fn parse(text: &str) -> Result<StateTable, String> {
+        let mut states = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let (num, name) = line
+                .split_once(':')
+                .ok_or_else(|| format!("line {}: expected `N: name`, found {line:?}", i + 1))?;
+            let number = num
+                .trim()
+                .parse()
+                .map_err(|_| format!("line {}: bad state number {num:?}", i + 1))?;
+            states.push(HotplugState {
+                number,
+                name: name.trim().to_string(),
+            });
+        }
+        if states.is_empty() {
+            return Err("no states".into());
+        }
+        Ok(StateTable { states })
+    }
+
+    pub fn name_of(&self, number: i32) -> Option<&str> {
+        self.states
+            .iter()
+            .find(|s| s.number == number)
+            .map(|s| s.name.as_str())
+    }
+
+    fn number_of(&self, name: &str) -> Option<i32> {
+        self.states
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.number)
+    }
+
+    /// Resolve a user's STATE: a number present in the table, or an exact name.
+    pub fn resolve(&self, spec: &str) -> Result<HotplugState, String> {
+        let spec = spec.trim();
+        let found: Vec<&HotplugState> = match spec.parse::<i32>() {
+            Ok(n) => self.states.iter().filter(|s| s.number == n).collect(),
+            Err(_) => self.states.iter().filter(|s| s.name == spec).collect(),
+        };
+        match found.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => {
+                let close: Vec<&str> = self
+                    .states
+                    .iter()
+                    .filter(|s| {
+                        let base = spec.split(':').next().unwrap_or(spec);
+                        !base.is_empty() && s.name.contains(base)
+                    })
+                    .map(|s| s.name.as_str())
+                    .take(5)
+                    .collect();
+                let hint = if close.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (similar: {})", close.join(", "))
+                };
+                Err(format!(
+                    "no hotplug state {spec:?} in /sys/devices/system/cpu/hotplug/states{hint}"
+                ))
+            }
+            many => Err(format!(
+                "hotplug state name {spec:?} is ambiguous: numbers {}; give the number",
+                many.iter()
+                    .map(|s| s.number.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// The range of states that make up the arch part: from `cpu:kick_ap` (or `cpu:bringup`)
+    /// through `ap:online`, plus `cpu:teardown` — the bringup and teardown of the CPU itself
+    /// and the STARTING/DYING states that run on it with interrupts off.
+    pub fn arch_range(&self) -> ArchRange {
+        let first = self
+            .number_of("cpu:kick_ap")
+            .or_else(|| self.number_of("cpu:bringup"))
+            .unwrap_or(i32::MAX);
+        let last = self
+            .number_of("ap:online")
+            .or_else(|| self.number_of("cpu:teardown"))
+            .unwrap_or(i32::MIN);
+        ArchRange {
+            first,
+            last,
+            teardown: self.number_of("cpu:teardown"),
+        }
+    }
+}
+
+/// See [`StateTable::arch_range`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ArchRange {
+    pub first: i32,
+    pub last: i32,
+    pub teardown: Option<i32>,
+}
+
+impl ArchRange {
+    pub fn contains(&self, state: i32) -> bool {
+        (self.first <= state && state <= self.last) || self.teardown == Some(state)
+    }
+}
+
+#[cfg(test)]
+pub(crate) const SAMPLE: &str = "  0: offline
+  1: threads:prepare
+ 30: mm/page_alloc:pcp
+ 82: cpu:kick_ap
+ 83: cpu:bringup
+ 84: idle:dead
+ 85: ap:offline
+ 87: sched:starting
+143: ap:online
+144: cpu:teardown
+147: kvm/cpu:online
+203: cpuidle/haltpoll:online
+235: sched:active
+236: online
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_kernel_table() {
+        let t = StateTable::parse(SAMPLE).unwrap();
+        assert_eq!(t.states.len(), 14);
+        assert_eq!(t.name_of(235), Some("sched:active"));
+        assert_eq!(t.states[0].number, 0);
+    }
+
+    #[test]
+    fn resolves_by_name_and_number() {
+        let t = StateTable::parse(SAMPLE).unwrap();
+        assert_eq!(t.resolve("sched:active").unwrap().number, 235);
+        assert_eq!(t.resolve("83").unwrap().name, "cpu:bringup");
+    }
+
+    #[test]
+    fn unknown_state_is_refused_with_hint() {
+        let t = StateTable::parse(SAMPLE).unwrap();
+        let e = t.resolve("sched:nonesuch").unwrap_err();
+        assert!(e.contains("no hotplug state"), "{e}");
+        assert!(e.contains("sched:active"), "{e}");
+        assert!(t.resolve("999").is_err());
+    }
+
+    #[test]
+    fn ambiguous_name_asks_for_number() {
+        let t = StateTable::parse("1: a:x\n2: a:x\n").unwrap();
+        assert!(t.resolve("a:x").unwrap_err().contains("ambiguous"));
+    }
+
+    #[test]
+    fn arch_range_covers_bringup_through_ap_online_and_teardown() {
+        let t = StateTable::parse(SAMPLE).unwrap();
+        let a = t.arch_range();
+        assert!(a.contains(82) && a.contains(83) && a.contains(87) && a.contains(143));
+        assert!(a.contains(144));
+        assert!(!a.contains(147) && !a.contains(30) && !a.contains(235));
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(StateTable::parse("hello\n").is_err());
+        assert!(StateTable::parse("").is_err());
+    }
+}
