@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 /// A duration in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Nanos(pub u64);
 
 /// A duration in microseconds.
@@ -11,7 +13,9 @@ pub struct Nanos(pub u64);
 pub struct Micros(pub f64);
 
 /// A frequency in kHz, as cpufreq reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct KHz(pub u64);
 
 impl From<Nanos> for Micros {
@@ -50,7 +54,17 @@ pub struct Metric {
 }
 
 impl Metric {
-    pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>, direction: Direction) -> Self {
-        Metric { name: name.into(), value, unit: unit.into(), direction }
+    pub fn new(
+        name: impl Into<String>,
+        value: f64,
+        unit: impl Into<String>,
+        direction: Direction,
+    ) -> Self {
+        Metric {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            direction,
+        }
     }
 }
