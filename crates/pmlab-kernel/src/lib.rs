@@ -2,11 +2,11 @@
 //! topology, counters, knobs and the knob journal. Every reader takes a root path.
 
 pub mod counters;
+pub mod cpulist;
 pub mod tracefs;
 pub mod units;
 
-// TEMPORARY (record branch): until `Root` lands from the kernel helper.
-mod root_stub;
-pub use root_stub::Root;
+pub mod root;
+pub use root::Root;
 
 pub use units::{Direction, KHz, Metric, Micros, Nanos};

@@ -515,7 +515,6 @@ fn parse_v7(c: &mut Cur, h: &mut Headers) -> R<()> {
         }
         let body = section_body(bytes, next, 0, codec, big, &mut buf)?.to_vec();
         let mut o = Cur::at(&body, 0, big);
-        next = 0;
         loop {
             let id = o.u16("option id")?;
             let size = o.u32("option size")?;

@@ -190,8 +190,8 @@ fn parse_field_line(rest: &str, long_size: u32, strict: bool) -> Result<Field, S
             FieldKind::DataLoc { is_char }
         }
     } else if let Some(count) = brackets {
-        let elem_size = if count > 0 {
-            size / count
+        let elem_size = if let Some(per) = size.checked_div(count) {
+            per
         } else if is_char {
             1
         } else if type_name.contains("long") {
@@ -291,7 +291,7 @@ fn split_decl(decl: &str) -> Result<(String, String, Option<u32>), String> {
 
 fn parse_c_ulong(t: &str) -> u32 {
     // strtoul(token, NULL, 0): decimal, 0x hex or 0 octal prefix; non-numbers give 0.
-    let digits: String;
+
     let (s, radix) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         (h, 16)
     } else if t.len() > 1 && t.starts_with('0') {
@@ -299,7 +299,7 @@ fn parse_c_ulong(t: &str) -> u32 {
     } else {
         (t, 10)
     };
-    digits = s.chars().take_while(|c| c.is_digit(radix)).collect();
+    let digits: String = s.chars().take_while(|c| c.is_digit(radix)).collect();
     u32::from_str_radix(&digits, radix).unwrap_or(0)
 }
 

@@ -287,7 +287,7 @@ impl Trace {
     #[inline]
     pub fn i64_at(&self, i: usize, f: FieldRef) -> i64 {
         let v = self.u64_at(i, f);
-        let bits = (f.size.min(8) * 8) as u32;
+        let bits = f.size.min(8) * 8;
         if bits == 64 || bits == 0 {
             v as i64
         } else {

@@ -500,21 +500,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn missed_events_count_and_unknown() {
-        let mut b = PageBuilder::new(1);
-        b.event(1, &[0; 8]);
-        b.missed = Some(42);
-        assert_eq!(
-            count_events(&layout(), &b.build(4096)).unwrap().missed,
-            Missed::Count(42)
-        );
-        b.missed = None;
-        b.flags = RB_MISSED_EVENTS;
-        let c = count_events(&layout(), &b.build(4096)).unwrap();
-        assert_eq!((c.events, c.missed), (1, Missed::Unknown));
-    }
-
-    #[test]
     fn corrupt_pages_are_errors_not_panics() {
         let mut b = PageBuilder::new(1);
         b.event(1, &[0; 8]);

@@ -400,11 +400,7 @@ fn classify(arg: &str, fmt: &EventFormat) -> Arg {
             let starts_item =
                 after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '(');
             if looks_like_type(inner) && starts_item {
-                let t = inner
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .replace(" *", " *");
+                let t = inner.split_whitespace().collect::<Vec<_>>().join(" ");
                 casts.push(normalize_type(&t));
                 a = after;
                 continue;
@@ -606,10 +602,7 @@ fn parse_print_items(fmt_text: &str, args: Vec<Arg>) -> (Vec<Item>, bool) {
             let start = i;
             i += 1;
             let mut len_arg = None;
-            loop {
-                let Some(&c) = b.get(i) else {
-                    break;
-                };
+            while let Some(&c) = b.get(i) {
                 match c {
                     b'#' | b'h' | b'l' | b'L' | b'z' | b'Z' | b'.' | b'-' | b'0'..=b'9' => i += 1,
                     b'*' => {
@@ -1359,6 +1352,12 @@ pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
     w.flush()
 }
 
+/// Whether libtraceevent would fail to parse this event's print format (then every field prints raw).
+#[doc(hidden)]
+pub fn print_fmt_fails(f: &EventFormat) -> bool {
+    event_renderer(f).failed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1406,10 +1405,4 @@ mod tests {
         assert_eq!(find_func(&f, 31), None);
         assert_eq!(find_func(&f, 5), None);
     }
-}
-
-/// Whether libtraceevent would fail to parse this event's print format (then every field prints raw).
-#[doc(hidden)]
-pub fn print_fmt_fails(f: &EventFormat) -> bool {
-    event_renderer(f).failed
 }

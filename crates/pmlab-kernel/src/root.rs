@@ -1,5 +1,5 @@
-//! TEMPORARY stand-in for the kernel helper's `Root` (same signatures as CONTRACTS.md);
-//! deleted when the real one lands on main.
+//! The filesystem root every reader and writer works under: "/" on the machine,
+//! a temp dir holding a fake sysfs/procfs tree in tests.
 
 use std::path::PathBuf;
 
