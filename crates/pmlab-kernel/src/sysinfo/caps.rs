@@ -283,9 +283,9 @@ impl SystemInfo {
                 false,
                 "no RAPL, model only".into(),
                 if self.virt.is_guest() {
-                    "a guest sees no RAPL; use --energy-model or a meter command".into()
+                    "a guest sees no RAPL; energy only from a model or an external meter".into()
                 } else {
-                    "no powercap RAPL zones; use an energy model or a meter command".into()
+                    "no powercap RAPL zones; energy only from a model or an external meter".into()
                 },
             )
         });
