@@ -1,8 +1,10 @@
-//! Test-only builder of fake sysfs/procfs trees in a temp dir: CPUs, cpuidle states,
-//! haltpoll, cpufreq (intel_pstate with EPP), RAPL, mounts and debugfs.
+//! Fake sysfs/procfs trees in a temp dir for tests (here, and in other crates with
+//! feature `fake`): CPUs, cpuidle states, haltpoll, cpufreq (intel_pstate with EPP),
+//! RAPL, mounts and debugfs, plus three ready machines.
 
 use crate::Root;
 use std::fs;
+use std::path::Path;
 
 pub struct FakeTree {
     _dir: tempfile::TempDir,
@@ -11,7 +13,85 @@ pub struct FakeTree {
 
 const CPU: &str = "/sys/devices/system/cpu";
 
+impl Default for FakeTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub const INTEL_FLAGS: &str = "fpu vme de pse tsc msr constant_tsc nonstop_tsc";
+pub const GUEST_FLAGS: &str = "fpu vme tsc hypervisor x2apic";
+
 impl FakeTree {
+    /// Bare metal: 8 CPUs (2 threads per core, cpu1-7 hot-pluggable), intel_idle with
+    /// POLL/C1/C1E/C6, intel_pstate with EPP, RAPL, tracefs and debugfs mounted.
+    pub fn intel_box() -> FakeTree {
+        let t = FakeTree::new();
+        t.machine("Intel(R) Core(TM) i7-1280P", INTEL_FLAGS, 8, 2, 1)
+            .cpuidle(
+                8,
+                "intel_idle",
+                "menu",
+                "ladder menu teo",
+                &[
+                    ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0),
+                    ("C1", "MWAIT 0x00", 1, 1),
+                    ("C1E", "MWAIT 0x01", 2, 4),
+                    ("C6", "MWAIT 0x20", 170, 600),
+                ],
+            )
+            .intel_pstate(8)
+            .rapl()
+            .tracefs_mounted()
+            .debugfs_sched("GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY TTWU_QUEUE")
+            .clocksource("tsc", "tsc hpet acpi_pm");
+        t
+    }
+
+    /// One CPU, no cpuidle directory at all, nothing else.
+    pub fn no_cpuidle() -> FakeTree {
+        let t = FakeTree::new();
+        t.machine("Some CPU", INTEL_FLAGS, 1, 1, 1);
+        t
+    }
+
+    /// The project's KVM guest: 2 CPUs (cpu1 hot-pluggable), haltpoll parameters,
+    /// kvm-clock; with the cpuidle-haltpoll driver (POLL + haltpoll states) or with
+    /// no cpuidle driver registered (`current_driver` = none).
+    pub fn haltpoll_guest(driver: bool) -> FakeTree {
+        let t = FakeTree::new();
+        t.machine("AMD EPYC", GUEST_FLAGS, 2, 1, 1)
+            .haltpoll(false)
+            .clocksource("tsc", "tsc kvm-clock");
+        if driver {
+            t.cpuidle(
+                2,
+                "haltpoll",
+                "haltpoll",
+                "ladder menu haltpoll",
+                &[
+                    ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0),
+                    ("haltpoll", "default architecture idle", 1, 1),
+                ],
+            );
+        } else {
+            let d = "/sys/devices/system/cpu/cpuidle";
+            t.put(&format!("{d}/current_driver"), "none\n")
+                .put(&format!("{d}/current_governor"), "menu\n")
+                .put(
+                    &format!("{d}/available_governors"),
+                    "ladder menu haltpoll \n",
+                )
+                .put("/sys/module/cpuidle/parameters/off", "0\n");
+        }
+        t
+    }
+
+    /// The temp dir holding the tree (pass it as `--root`).
+    pub fn path(&self) -> &Path {
+        self._dir.path()
+    }
+
     pub fn new() -> FakeTree {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());

@@ -17,8 +17,8 @@ pub mod topology;
 pub mod tracefs;
 pub mod virt;
 
-#[cfg(test)]
-mod fake;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 #[cfg(test)]
 mod tests;
 

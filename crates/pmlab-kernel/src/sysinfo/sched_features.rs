@@ -1,7 +1,7 @@
 //! Scheduler features from debugfs `sched/features` (`NAME` on, `NO_NAME` off).
 //! Needs debugfs mounted and root; never mounts anything.
 
-use super::item::{read_path, unavailable, Item, Status};
+use super::item::{is_root, read_path, unavailable, Item, Status};
 use super::mounts;
 use crate::Root;
 use serde::Serialize;
@@ -29,10 +29,21 @@ pub fn parse(text: &str) -> Vec<SchedFeature> {
 
 pub fn read(root: &Root) -> Item<Vec<SchedFeature>> {
     let Some(m) = mounts::find(root, "debugfs") else {
+        let (status, detail) = if is_root() {
+            (
+                Status::NotMounted,
+                "debugfs is not mounted: mount -t debugfs none /sys/kernel/debug",
+            )
+        } else {
+            (
+                Status::NeedsRoot,
+                "debugfs is not mounted, and both mounting and reading it need root",
+            )
+        };
         return Item::unavailable(
-            Status::NotMounted,
+            status,
             "/sys/kernel/debug/sched/features",
-            Some("debugfs is not mounted".into()),
+            Some(detail.into()),
         );
     };
     let path = root.path(&format!("{}/sched/features", m.dir.trim_end_matches('/')));

@@ -6,59 +6,12 @@ use super::fake::FakeTree;
 use super::*;
 use crate::KHz;
 
-const INTEL_FLAGS: &str = "fpu vme de pse tsc msr constant_tsc nonstop_tsc";
-const GUEST_FLAGS: &str = "fpu vme tsc hypervisor x2apic";
-
 fn intel_box() -> FakeTree {
-    let t = FakeTree::new();
-    t.machine("Intel(R) Core(TM) i7-1280P", INTEL_FLAGS, 8, 2, 1)
-        .cpuidle(
-            8,
-            "intel_idle",
-            "menu",
-            "ladder menu teo",
-            &[
-                ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0),
-                ("C1", "MWAIT 0x00", 1, 1),
-                ("C1E", "MWAIT 0x01", 2, 4),
-                ("C6", "MWAIT 0x20", 170, 600),
-            ],
-        )
-        .intel_pstate(8)
-        .rapl()
-        .tracefs_mounted()
-        .debugfs_sched("GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY TTWU_QUEUE")
-        .clocksource("tsc", "tsc hpet acpi_pm");
-    t
+    FakeTree::intel_box()
 }
 
 fn haltpoll_guest(driver: bool) -> FakeTree {
-    let t = FakeTree::new();
-    t.machine("AMD EPYC", GUEST_FLAGS, 2, 1, 1)
-        .haltpoll(false)
-        .clocksource("tsc", "tsc kvm-clock");
-    if driver {
-        t.cpuidle(
-            2,
-            "haltpoll",
-            "haltpoll",
-            "ladder menu haltpoll",
-            &[
-                ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0),
-                ("haltpoll", "default architecture idle", 1, 1),
-            ],
-        );
-    } else {
-        let d = "/sys/devices/system/cpu/cpuidle";
-        t.put(&format!("{d}/current_driver"), "none\n")
-            .put(&format!("{d}/current_governor"), "menu\n")
-            .put(
-                &format!("{d}/available_governors"),
-                "ladder menu haltpoll \n",
-            )
-            .put("/sys/module/cpuidle/parameters/off", "0\n");
-    }
-    t
+    FakeTree::haltpoll_guest(driver)
 }
 
 fn item_area<'a>(c: &'a Capabilities, area: &str) -> &'a Capability {
@@ -166,8 +119,7 @@ fn intel_box_with_pstate_epp_rapl_8_cpus_4_states() {
 
 #[test]
 fn machine_without_cpuidle() {
-    let t = FakeTree::new();
-    t.machine("Some CPU", INTEL_FLAGS, 1, 1, 1);
+    let t = FakeTree::no_cpuidle();
     let si = SystemInfo::read(&t.root);
     assert!(!si.cpuidle.present);
     assert_eq!(si.cpuidle.driver.status(), Some(Status::Absent));
