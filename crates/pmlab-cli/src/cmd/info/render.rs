@@ -3,6 +3,7 @@
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use pmlab_kernel::cpulist::format_cpu_list;
+use pmlab_kernel::sysinfo::cpufreq::Policy;
 use pmlab_kernel::sysinfo::cpuidle::IdleState;
 use pmlab_kernel::sysinfo::{Capabilities, Item, SystemInfo};
 use std::fmt::{Display, Write};
@@ -58,7 +59,53 @@ fn seconds(us: Option<u64>) -> String {
     us.map_or("-".into(), |t| format!("{:.3}", t as f64 / 1e6))
 }
 
-fn state_row(t: &mut Table, cpu: u32, s: &IdleState) {
+const STATE_HEADER: [&str; 13] = [
+    "cpu",
+    "state",
+    "name",
+    "desc",
+    "latency µs",
+    "residency µs",
+    "usage",
+    "time s",
+    "above",
+    "below",
+    "rejected",
+    "disabled",
+    "default",
+];
+
+/// One row per state index, counters summed over CPUs; `disabled` is true when any CPU
+/// disables it.
+fn summed_states(ci: &pmlab_kernel::sysinfo::cpuidle::Cpuidle) -> Vec<IdleState> {
+    let mut out: Vec<IdleState> = Vec::new();
+    let add = |a: &mut Option<u64>, b: Option<u64>| {
+        *a = match (*a, b) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        }
+    };
+    for cpu in &ci.cpus {
+        for s in &cpu.states {
+            match out.iter_mut().find(|o| o.index == s.index) {
+                None => out.push(s.clone()),
+                Some(o) => {
+                    add(&mut o.usage, s.usage);
+                    add(&mut o.time_us, s.time_us);
+                    add(&mut o.above, s.above);
+                    add(&mut o.below, s.below);
+                    add(&mut o.rejected, s.rejected);
+                    if s.disabled == Item::Value(true) {
+                        o.disabled = Item::Value(true);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn state_row(t: &mut Table, cpu: &str, s: &IdleState) {
     let n = |v: Option<u64>| v.map_or("-".into(), |x| x.to_string());
     let disabled = match &s.disabled {
         Item::Value(true) => "yes".to_string(),
@@ -232,30 +279,25 @@ pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
     if ci.off == Some(true) {
         kv(&mut o, "cpuidle.off", "1 (disabled on the command line)");
     }
+    let rows: usize = ci.cpus.iter().map(|c| c.states.len()).sum();
     if ci.cpus.is_empty() {
         kv(&mut o, "idle states", "none");
-    } else {
-        let mut t = table(&[
-            "cpu",
-            "state",
-            "name",
-            "desc",
-            "latency µs",
-            "residency µs",
-            "usage",
-            "time s",
-            "above",
-            "below",
-            "rejected",
-            "disabled",
-            "default",
-        ]);
+    } else if verbose || rows <= 16 {
+        let mut t = table(&STATE_HEADER);
         for cpu in &ci.cpus {
             for s in &cpu.states {
-                state_row(&mut t, cpu.cpu, s);
+                state_row(&mut t, &cpu.cpu.to_string(), s);
             }
         }
         o.push_str(&indent(&t));
+    } else {
+        let cpus: Vec<u32> = ci.cpus.iter().map(|c| c.cpu).collect();
+        let mut t = table(&STATE_HEADER);
+        for s in summed_states(ci) {
+            state_row(&mut t, &format_cpu_list(&cpus), &s);
+        }
+        o.push_str(&indent(&t));
+        let _ = writeln!(o, "  (counters summed over CPUs; -v shows each CPU)");
     }
 
     if let Some(h) = &si.haltpoll {
@@ -279,32 +321,51 @@ pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
             if let Some(b) = cf.boost {
                 kv(&mut o, "boost", if b { "on" } else { "off" });
             }
+            if let Some(p) = cf.policies.first() {
+                kv(
+                    &mut o,
+                    "available governors",
+                    p.available_governors.join(" "),
+                );
+                if let Some(e) = &p.available_epp {
+                    kv(&mut o, "available EPP", e.join(" "));
+                }
+            }
             let mut t = table(&[
-                "policy",
-                "cpus",
-                "governor",
-                "min MHz",
-                "max MHz",
-                "cur MHz",
-                "EPP",
-                "governors / EPP values",
+                "policies", "cpus", "governor", "min MHz", "max MHz", "cur MHz", "EPP",
             ]);
             let mhz =
                 |k: Option<pmlab_kernel::KHz>| k.map_or("-".into(), |k| format!("{}", k.0 / 1000));
+            let epp = |p: &Policy| p.epp.as_ref().map_or("-".into(), show);
+            // group policies that share governor, limits and EPP (unless -v)
+            let mut groups: Vec<Vec<&Policy>> = Vec::new();
             for p in &cf.policies {
-                let mut avail = p.available_governors.join(" ");
-                if let Some(e) = &p.available_epp {
-                    let _ = write!(avail, " / {}", e.join(" "));
+                let same = |q: &Policy| {
+                    q.governor == p.governor && q.min == p.min && q.max == p.max && epp(q) == epp(p)
+                };
+                match groups.iter_mut().find(|g| !verbose && same(g[0])) {
+                    Some(g) => g.push(p),
+                    None => groups.push(vec![p]),
                 }
+            }
+            for g in groups {
+                let ids: Vec<u32> = g.iter().map(|p| p.id).collect();
+                let mut cpus: Vec<u32> = g.iter().flat_map(|p| p.cpus.clone()).collect();
+                cpus.sort_unstable();
+                let curs: Vec<u64> = g.iter().filter_map(|p| p.cur.map(|k| k.0)).collect();
+                let cur = match (curs.iter().min(), curs.iter().max()) {
+                    (Some(a), Some(b)) if a != b => format!("{}-{}", a / 1000, b / 1000),
+                    (Some(a), _) => format!("{}", a / 1000),
+                    _ => "-".into(),
+                };
                 t.add_row(vec![
-                    format!("policy{}", p.id),
-                    format_cpu_list(&p.cpus),
-                    opt(&p.governor),
-                    mhz(p.min),
-                    mhz(p.max),
-                    mhz(p.cur),
-                    p.epp.as_ref().map_or("-".into(), show),
-                    avail,
+                    format_cpu_list(&ids),
+                    format_cpu_list(&cpus),
+                    opt(&g[0].governor),
+                    mhz(g[0].min),
+                    mhz(g[0].max),
+                    cur,
+                    epp(g[0]),
                 ]);
             }
             o.push_str(&indent(&t));
