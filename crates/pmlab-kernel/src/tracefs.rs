@@ -50,7 +50,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> TracefsError + '_ {
 }
 
 /// Decode the octal escapes (`\040`) that /proc/mounts uses in paths.
-fn unescape_mount_path(s: &str) -> String {
+pub(crate) fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
