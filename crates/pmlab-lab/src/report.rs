@@ -264,6 +264,36 @@ fn build_rows(
         .collect()
 }
 
+/// Knob families that act on cpuidle (and do nothing without a cpuidle driver).
+const CPUIDLE_KNOBS: &[&str] = &["haltpoll.", "cpuidle."];
+
+/// Say so when the experiment turns cpuidle knobs on a machine without a cpuidle driver.
+fn capability_note(e: &StoredExperiment) -> Option<String> {
+    let sys = e.system.as_ref()?;
+    if sys.cpuidle_driver != "none" {
+        return None;
+    }
+    let touched: Vec<&str> = e
+        .configurations
+        .iter()
+        .flat_map(|c| c.knobs.iter())
+        .filter_map(|k| k.split('=').next())
+        .filter(|n| CPUIDLE_KNOBS.iter().any(|p| n.starts_with(p)))
+        .fold(Vec::new(), |mut v, n| {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+            v
+        });
+    (!touched.is_empty()).then(|| {
+        format!(
+            "no cpuidle driver on this machine (cpuidle/current_driver = none): idle is the arch \
+             default (HLT), there is no POLL state (no POLL time), and {} had no effect on idle",
+            touched.join(", ")
+        )
+    })
+}
+
 fn notes_for(rows: &[Row], workload: &str, multi: bool) -> Vec<String> {
     let mut notes = Vec::new();
     let prefix = if multi {
@@ -372,6 +402,7 @@ impl Report {
                 knee,
             });
         }
+        notes.extend(capability_note(e));
         Ok(Report {
             header: header_of(e),
             systems: e.system.iter().cloned().collect(),

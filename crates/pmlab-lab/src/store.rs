@@ -91,6 +91,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN trace_path TEXT;
      ALTER TABLE system ADD COLUMN hostname TEXT NOT NULL DEFAULT '';
      ALTER TABLE system ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';",
+    // 2 → 3: the cpuidle driver (`none`: idle is the arch default and polling knobs do nothing).
+    "ALTER TABLE system ADD COLUMN cpuidle_driver TEXT NOT NULL DEFAULT '';",
 ];
 
 /// The schema version this build writes.
@@ -637,8 +639,8 @@ impl Store {
         }
         tx.execute(
             "INSERT INTO system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json,
-                                hostname, boot_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                hostname, boot_id, cpuidle_driver)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 id,
                 system.kernel_release,
@@ -649,6 +651,7 @@ impl Store {
                 serde_json::to_string(&system.knobs).expect("knobs serialise"),
                 system.hostname,
                 system.boot_id,
+                system.cpuidle_driver,
             ],
         )
         .map_err(sql)?;
@@ -935,8 +938,8 @@ impl Store {
         let system = self
             .conn
             .query_row(
-                "SELECT kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json, hostname, boot_id
-                 FROM system WHERE experiment_id = ?1",
+                "SELECT kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json, hostname, boot_id,
+                 cpuidle_driver FROM system WHERE experiment_id = ?1",
                 params![id],
                 |r| {
                     let knobs_json: String = r.get(5)?;
@@ -949,6 +952,7 @@ impl Store {
                         knobs: serde_json::from_str(&knobs_json).unwrap_or_default(),
                         hostname: r.get(6)?,
                         boot_id: r.get(7)?,
+                        cpuidle_driver: r.get(8)?,
                     })
                 },
             )

@@ -17,6 +17,10 @@ pub struct SystemSnapshot {
     pub boot_id: String,
     /// Knob name → value as found, for every knob the experiment touches.
     pub knobs: Vec<(String, String)>,
+    /// `/sys/devices/system/cpu/cpuidle/current_driver` (`none`: no cpuidle driver, idle is
+    /// the arch default and polling knobs have no effect; empty: not recorded).
+    #[serde(default)]
+    pub cpuidle_driver: String,
 }
 
 fn read_trimmed(root: &Path, abs: &str) -> Option<String> {
@@ -91,6 +95,8 @@ impl SystemSnapshot {
             hostname: read_trimmed(root, "/proc/sys/kernel/hostname").unwrap_or_default(),
             boot_id: read_trimmed(root, "/proc/sys/kernel/random/boot_id").unwrap_or_default(),
             knobs: Vec::new(),
+            cpuidle_driver: read_trimmed(root, "/sys/devices/system/cpu/cpuidle/current_driver")
+                .unwrap_or_else(|| "none".into()),
         }
     }
 }

@@ -92,6 +92,23 @@ pub(crate) mod tests {
 
     /// A sweep with three values and two side metrics, stored and reloaded.
     pub fn sample_report() -> Report {
+        sample_report_on("haltpoll")
+    }
+
+    #[test]
+    fn no_cpuidle_driver_is_said_when_cpuidle_knobs_are_turned() {
+        let on = |d| sample_report_on(d).notes.join("\n");
+        assert!(!on("haltpoll").contains("no cpuidle driver"));
+        let none = on("none");
+        assert!(
+            none.contains("no cpuidle driver on this machine")
+                && none.contains("haltpoll.guest_halt_poll_ns had no effect"),
+            "{none}"
+        );
+    }
+
+    /// [`sample_report`] on a machine with this cpuidle driver.
+    pub fn sample_report_on(cpuidle_driver: &str) -> Report {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("r.db")).unwrap();
         let configs: Vec<Configuration> = ["0", "50us", "200us"]
@@ -112,6 +129,7 @@ pub(crate) mod tests {
             cpu_model: "Test CPU".into(),
             cpus: 2,
             virtualization: "KVM".into(),
+            cpuidle_driver: cpuidle_driver.into(),
             ..Default::default()
         };
         let ids = store
