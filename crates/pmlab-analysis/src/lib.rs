@@ -16,6 +16,8 @@ pub mod sched;
 pub mod stats;
 pub mod table;
 #[cfg(test)]
+mod tests_synth;
+#[cfg(test)]
 pub mod testutil;
 pub mod wakeups;
 
