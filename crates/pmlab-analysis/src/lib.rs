@@ -1,2 +1,3 @@
 //! pmlab-analysis: analyses over decoded events and counter deltas — idle residency,
 //! wakeup causes, hotplug steps, scheduling latency, frequency residency, energy.
+pub mod hotplug;
