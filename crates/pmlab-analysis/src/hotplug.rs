@@ -150,7 +150,7 @@ pub struct DirectionSummary {
     pub p50_control_ns: u64,
     pub p50_target_ns: u64,
     pub p50_arch_ns: u64,
-    /// Operations whose steps cover less than `MIN_COVERAGE` of the span.
+    /// Operations that did not fail whose steps cover less than `MIN_COVERAGE` of the span.
     pub below_coverage: usize,
     pub min_coverage: f64,
 }
@@ -557,7 +557,11 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
             let mut v: Vec<u64> = mine.iter().map(|o| f(o)).collect();
             median(&mut v)
         };
-        let below = mine.iter().filter(|o| o.coverage < MIN_COVERAGE).count();
+        // A failed operation has an untraced gap where the failure happened: not counted.
+        let below = mine
+            .iter()
+            .filter(|o| !o.failed && o.coverage < MIN_COVERAGE)
+            .count();
         summary.push(DirectionSummary {
             direction: dir,
             operations: mine.len(),
