@@ -1,5 +1,5 @@
 //! pmlab-analysis: analyses over decoded trace columns and counter deltas — idle residency,
-//! wakeup causes, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
+//! wakeup causes, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
 //! Analyses never touch the machine: they read a `pmlab_trace::Trace` (and optional sidecars).
 
 pub mod all;
@@ -10,6 +10,7 @@ mod energy_lisa;
 pub mod export;
 pub mod freq;
 pub mod haltpoll;
+pub mod hotplug;
 pub mod idle;
 pub mod missing;
 pub mod sched;
