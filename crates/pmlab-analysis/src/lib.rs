@@ -13,6 +13,7 @@ pub mod haltpoll;
 pub mod hotplug;
 pub mod idle;
 pub mod missing;
+pub mod parquet;
 pub mod sched;
 pub mod stats;
 pub mod table;

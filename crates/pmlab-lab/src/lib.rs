@@ -12,3 +12,4 @@ pub mod spec;
 pub mod stats;
 pub mod store;
 pub mod system;
+pub mod tracing;
