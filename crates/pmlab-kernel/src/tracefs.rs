@@ -427,6 +427,20 @@ pub fn remove_stale_instances(root: &Root, tracefs: &Path) -> Result<Vec<String>
     Ok(removed)
 }
 
+/// Remove instances left by dead pmlab processes (SIGKILL, crash) when running as root and
+/// tracefs is already mounted; never mounts, never fails. Every pmlab command calls this
+/// first, so an instance left by `kill -9` is gone after the next pmlab command.
+pub fn sweep_stale_quietly() -> Vec<String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Vec::new();
+    }
+    let root = Root::system();
+    match find_tracefs(&root) {
+        Some(t) => remove_stale_instances(&root, &t).unwrap_or_default(),
+        None => Vec::new(),
+    }
+}
+
 /// A private tracefs instance owned by this process; removed on [`Instance::remove`] or drop.
 pub struct Instance {
     name: String,

@@ -70,6 +70,31 @@ fn info_fake_without_cpuidle_says_so() {
 }
 
 #[test]
+fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
+    let t = FakeTree::haltpoll_guest(true);
+    t.offline(2, 1);
+    let root = t.path().to_str().unwrap();
+    let out = text(&["info", "--root", root]);
+    for want in [
+        "haltpoll (guest_halt_poll_ns)",
+        "cpu1 only",
+        "1 (offline)",
+        "guest_halt_poll_grow_start",
+        "default architecture idle",
+        "no RAPL, model only",
+        "no cpufreq driver",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let j = json(&["info", "--json", "--root", root]);
+    let c = &j["capabilities"];
+    assert_eq!(c["polling_knob"], "haltpoll.guest_halt_poll_ns");
+    assert_eq!(c["cpuidle_driver"], "haltpoll");
+    assert_eq!(c["idle_states"], serde_json::json!(["POLL", "haltpoll"]));
+    assert_eq!(j["cpus"]["offline"], serde_json::json!([1]));
+}
+
+#[test]
 fn info_bad_root_is_an_error() {
     pmlab()
         .args(["info", "--root", "/nonexistent/pmlab"])

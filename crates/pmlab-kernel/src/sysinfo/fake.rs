@@ -290,6 +290,20 @@ impl FakeTree {
         self.put("/sys/kernel/debug/sched/features", &format!("{features}\n"))
     }
 
+    /// Take `cpu` offline as the kernel shows it: `online` 0, the lists updated, and its
+    /// topology directory gone. `n` is the number of CPUs.
+    pub fn offline(&self, n: u32, cpu: u32) -> &Self {
+        self.put(&format!("{CPU}/cpu{cpu}/online"), "0\n");
+        let online: Vec<u32> = (0..n).filter(|c| *c != cpu).collect();
+        self.put(
+            &format!("{CPU}/online"),
+            &crate::cpulist::format_cpu_list(&online),
+        );
+        self.put(&format!("{CPU}/offline"), &format!("{cpu}\n"));
+        let _ = fs::remove_dir_all(self.root.path(&format!("{CPU}/cpu{cpu}/topology")));
+        self
+    }
+
     pub fn clocksource(&self, current: &str, avail: &str) -> &Self {
         let d = "/sys/devices/system/clocksource/clocksource0";
         self.put(&format!("{d}/current_clocksource"), &format!("{current}\n"));

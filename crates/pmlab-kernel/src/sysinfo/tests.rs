@@ -223,3 +223,16 @@ fn parsers() {
         vec!["CLOCKSOURCE2", "PV_UNHALT", "POLL_CONTROL"]
     );
 }
+
+#[test]
+fn offline_cpu_stays_hotpluggable_and_loses_its_topology() {
+    let t = haltpoll_guest(true);
+    t.offline(2, 1);
+    let si = SystemInfo::read(&t.root);
+    assert_eq!(si.cpus.online.value().unwrap(), &vec![0]);
+    assert_eq!(si.cpus.offline, vec![1]);
+    assert_eq!(si.cpus.hotpluggable, vec![1]);
+    let topo = si.topology.value().unwrap();
+    assert_eq!(topo.len(), 1);
+    assert_eq!(si.capabilities().hotplug_cpus, vec![1]);
+}

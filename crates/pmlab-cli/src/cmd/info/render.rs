@@ -286,7 +286,12 @@ pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
         let mut t = table(&STATE_HEADER);
         for cpu in &ci.cpus {
             for s in &cpu.states {
-                state_row(&mut t, &cpu.cpu.to_string(), s);
+                let label = if si.cpus.offline.contains(&cpu.cpu) {
+                    format!("{} (offline)", cpu.cpu)
+                } else {
+                    cpu.cpu.to_string()
+                };
+                state_row(&mut t, &label, s);
             }
         }
         o.push_str(&indent(&t));
