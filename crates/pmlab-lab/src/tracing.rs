@@ -1,6 +1,7 @@
 //! `--trace`: a [`SideSource`] that records each run's measured part with
 //! `pmlab_trace::record::Recorder` into a trace.dat file next to the result store
-//! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports recording side metrics.
+//! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports side metrics from it:
+//! recording counts, and idle share/entries and idle exits by cause (pmlab-analysis).
 
 use crate::executor::RunContext;
 use crate::machine::SideSource;
@@ -107,16 +108,78 @@ impl SideSource for TraceSource {
         let m = |name: &str, v: u64, unit: &str| {
             Metric::new(name.to_string(), v as f64, unit, Direction::Neutral)
         };
-        Ok(vec![
+        let mut out = vec![
             m("trace.events", s.total_events(), ""),
             m("trace.lost", s.total_lost(), ""),
             m("trace.bytes", s.bytes, "B"),
-        ])
+        ];
+        out.extend(analysis_metrics(&s.path));
+        Ok(out)
     }
 
     fn trace_path(&mut self) -> Option<PathBuf> {
         self.last.take()
     }
+}
+
+/// Side metrics from the idle and wakeups analyses of a trace (none when it lacks the events).
+pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
+    let Ok(trace) = pmlab_trace::open(path) else {
+        return Vec::new();
+    };
+    let opts = pmlab_analysis::Options::default();
+    let mut out = Vec::new();
+    let n = |name: String, v: f64, unit: &str| Metric::new(name, v, unit, Direction::Neutral);
+    if let Ok(idle) = pmlab_analysis::idle::analyze(&trace, &opts) {
+        let span_s = idle.span_ns.max(1) as f64 / 1e9;
+        let known: Vec<_> = idle
+            .cpus
+            .iter()
+            .filter(|c| c.source != pmlab_analysis::idle::Source::None)
+            .collect();
+        if !known.is_empty() {
+            let share = known.iter().map(|c| c.share).sum::<f64>() / known.len() as f64;
+            let entries: u64 = known.iter().map(|c| c.entries).sum();
+            out.push(n("trace.idle.share_pct".into(), share * 100.0, "%"));
+            out.push(n(
+                "trace.idle.entries_per_s".into(),
+                entries as f64 / span_s,
+                "/s",
+            ));
+            for c in &known {
+                out.push(n(
+                    format!("trace.idle.share_pct@cpu{}", c.cpu),
+                    c.share * 100.0,
+                    "%",
+                ));
+            }
+        }
+    }
+    if let Ok(w) = pmlab_analysis::wakeups::analyze(&trace, &opts) {
+        out.push(n(
+            "trace.wakeups.per_s".into(),
+            w.cpus.iter().map(|c| c.per_s).sum(),
+            "/s",
+        ));
+        let mut by_kind: Vec<(String, f64)> = Vec::new();
+        for c in w.causes.iter().filter(|c| c.cpu == u32::MAX) {
+            match by_kind.iter_mut().find(|(k, _)| *k == c.cause.kind) {
+                Some((_, v)) => *v += c.per_s,
+                None => by_kind.push((c.cause.kind.clone(), c.per_s)),
+            }
+        }
+        for (kind, v) in by_kind {
+            out.push(n(format!("trace.wakeups.{kind}.per_s"), v, "/s"));
+        }
+        for c in &w.cpus {
+            out.push(n(
+                format!("trace.wakeups.per_s@cpu{}", c.cpu),
+                c.per_s,
+                "/s",
+            ));
+        }
+    }
+    out
 }
 
 impl Drop for TraceSource {
