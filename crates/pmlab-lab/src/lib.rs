@@ -4,6 +4,7 @@
 pub mod executor;
 pub mod export;
 pub mod hotplug;
+pub mod html;
 pub mod machine;
 pub mod protocol;
 pub mod render;
@@ -11,4 +12,6 @@ pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod store;
+pub mod study;
 pub mod system;
+pub mod tracing;

@@ -1,0 +1,186 @@
+//! What the study can do on this machine: the cpuidle driver and governors, idle-polling
+//! knobs, hot-pluggable CPUs, tracefs, cpufreq and root — read from a root path (`/`, or a
+//! fake tree in tests). A small local detection; `pmlab info`'s capabilities say the same.
+
+use serde::Serialize;
+use std::path::Path;
+
+/// The machine as the study sees it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Caps {
+    pub root: bool,
+    pub cpus_online: Vec<u32>,
+    /// The registered cpuidle driver; None when there is none (`current_driver` = `none`).
+    pub cpuidle_driver: Option<String>,
+    pub governors: Vec<String>,
+    pub current_governor: Option<String>,
+    /// `haltpoll.guest_halt_poll_ns` as found, when the module parameter exists.
+    pub haltpoll_poll_ns: Option<String>,
+    /// A `POLL` idle state on cpu0.
+    pub poll_state: bool,
+    /// Online CPUs with an `online` file (all but the first when every online CPU has one).
+    pub hotpluggable: Vec<u32>,
+    /// tracefs is mounted, or mountable (root).
+    pub tracefs: bool,
+    /// cpufreq policies exist.
+    pub cpufreq: bool,
+}
+
+fn read(root: &Path, abs: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(abs.trim_start_matches('/')))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn exists(root: &Path, abs: &str) -> bool {
+    root.join(abs.trim_start_matches('/')).exists()
+}
+
+/// Root privileges (`PMLAB_ASSUME_NONROOT=1` pretends otherwise, for tests).
+pub fn is_root() -> bool {
+    if std::env::var_os("PMLAB_ASSUME_NONROOT").is_some_and(|v| v == "1") {
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Caps {
+    /// Detect under `root`.
+    pub fn detect(root: &Path) -> Caps {
+        let cpu = "/sys/devices/system/cpu";
+        let cpus_online = read(root, &format!("{cpu}/online"))
+            .and_then(|s| crate::hotplug::parse_cpu_list(&s).ok())
+            .unwrap_or_default();
+        let cpuidle_driver = read(root, &format!("{cpu}/cpuidle/current_driver"))
+            .filter(|d| !d.is_empty() && d != "none");
+        let governors = read(root, &format!("{cpu}/cpuidle/available_governors"))
+            .map(|s| s.split_whitespace().map(String::from).collect())
+            .unwrap_or_default();
+        let current_governor = read(root, &format!("{cpu}/cpuidle/current_governor"))
+            .or_else(|| read(root, &format!("{cpu}/cpuidle/current_governor_ro")));
+        let haltpoll_poll_ns = read(root, "/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+        let poll_state =
+            read(root, &format!("{cpu}/cpu0/cpuidle/state0/name")).as_deref() == Some("POLL");
+        let mut hotpluggable: Vec<u32> = cpus_online
+            .iter()
+            .copied()
+            .filter(|c| exists(root, &format!("{cpu}/cpu{c}/online")))
+            .collect();
+        if hotpluggable.len() == cpus_online.len() && !hotpluggable.is_empty() {
+            hotpluggable.remove(0);
+        }
+        let root_user = is_root();
+        let tracefs = root_user
+            && (exists(root, "/sys/kernel/tracing/trace_marker")
+                || exists(root, "/sys/kernel/tracing"));
+        let cpufreq = std::fs::read_dir(root.join("sys/devices/system/cpu/cpufreq"))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("policy"))
+            })
+            .unwrap_or(false);
+        Caps {
+            root: root_user,
+            cpus_online,
+            cpuidle_driver,
+            governors,
+            current_governor,
+            haltpoll_poll_ns,
+            poll_state,
+            hotpluggable,
+            tracefs,
+            cpufreq,
+        }
+    }
+
+    /// Why idle polling cannot be measured here, or None when it can.
+    pub fn polling_unavailable(&self) -> Option<String> {
+        match (&self.cpuidle_driver, &self.haltpoll_poll_ns, self.poll_state) {
+            (None, Some(v), _) => Some(format!(
+                "no cpuidle driver is registered (current_driver = none), so idle is the arch default (HLT) and haltpoll.guest_halt_poll_ns (= {v}) has no effect"
+            )),
+            (None, None, _) => Some("no cpuidle driver and no idle-polling knob (no haltpoll module, no POLL state)".into()),
+            (Some(d), None, false) => Some(format!("cpuidle driver `{d}` has no POLL state and there is no haltpoll poll limit")),
+            _ if !self.root => Some("changing idle-polling knobs needs root".into()),
+            _ => None,
+        }
+    }
+
+    /// Why governors cannot be compared here, or None.
+    pub fn governors_unavailable(&self) -> Option<String> {
+        if self.cpuidle_driver.is_none() {
+            return Some(format!(
+                "no cpuidle driver is registered, so no governor picks an idle state (available: {}; current: {}) — switching them changes nothing",
+                if self.governors.is_empty() { "none".into() } else { self.governors.join(", ") },
+                self.current_governor.as_deref().unwrap_or("none")
+            ));
+        }
+        if self.governors.len() < 2 {
+            return Some(format!(
+                "only one cpuidle governor is available ({})",
+                self.governors.first().map(String::as_str).unwrap_or("none")
+            ));
+        }
+        if !self.root {
+            return Some("switching the cpuidle governor needs root".into());
+        }
+        None
+    }
+
+    /// Why hotplug cannot be measured here, or None.
+    pub fn hotplug_unavailable(&self) -> Option<String> {
+        if !self.root {
+            return Some("CPU hotplug needs root (it writes cpuN/online)".into());
+        }
+        if self.hotpluggable.is_empty() {
+            return Some(
+                "no online CPU but one has an online file: nothing can be hot-unplugged".into(),
+            );
+        }
+        None
+    }
+
+    /// Facts for the report's system table.
+    pub fn facts(&self) -> Vec<(String, String)> {
+        let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+        vec![
+            ("root".into(), yes(self.root)),
+            (
+                "online CPUs".into(),
+                crate::hotplug::format_cpu_list(&self.cpus_online),
+            ),
+            (
+                "cpuidle driver".into(),
+                self.cpuidle_driver
+                    .clone()
+                    .unwrap_or_else(|| "none (idle is the arch default, HLT)".into()),
+            ),
+            (
+                "cpuidle governors".into(),
+                format!(
+                    "{} (current: {})",
+                    self.governors.join(", "),
+                    self.current_governor.as_deref().unwrap_or("none")
+                ),
+            ),
+            (
+                "haltpoll.guest_halt_poll_ns".into(),
+                self.haltpoll_poll_ns
+                    .clone()
+                    .unwrap_or_else(|| "absent".into()),
+            ),
+            ("POLL idle state".into(), yes(self.poll_state)),
+            (
+                "hot-pluggable CPUs".into(),
+                if self.hotpluggable.is_empty() {
+                    "none".into()
+                } else {
+                    crate::hotplug::format_cpu_list(&self.hotpluggable)
+                },
+            ),
+            ("tracefs".into(), yes(self.tracefs)),
+            ("cpufreq".into(), yes(self.cpufreq)),
+        ]
+    }
+}

@@ -1,0 +1,367 @@
+//! `pmlab study`: the battery that adapts to the machine — idle baseline, idle-polling sweep,
+//! cpuidle governors, CPU hotplug, wakeups and CPU-bound runtime — each stage run through
+//! the experiment protocol (or the hotplug lab) into the store, skipped with a stated reason
+//! where the machine cannot do it, and ending with the HTML report.
+
+pub mod detect;
+pub mod plan;
+pub mod record;
+pub mod sim;
+
+use crate::executor::Executor;
+use crate::hotplug::{self, LabOptions, LoaderKind, Mitigation, Paths};
+use crate::html::{self, StageNote};
+use crate::protocol::{self, Observer, ProtocolError, StopReason};
+use crate::store::{Store, StoreError};
+pub use detect::Caps;
+pub use plan::{Stage, StagePlan, Step};
+pub use record::StudyRecord;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Study errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Html(#[from] html::HtmlError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What to run.
+pub struct Options {
+    /// `/`, or a fake tree (tests).
+    pub root: PathBuf,
+    pub db: PathBuf,
+    /// Where the report goes (default: `pmlab-study-ID`).
+    pub out: Option<PathBuf>,
+    pub quick: bool,
+    /// Stages to run (empty: all).
+    pub only: Vec<Stage>,
+    pub seed: u64,
+    pub stop: Arc<AtomicBool>,
+    pub command: String,
+}
+
+/// Where the study is, for a progress bar.
+#[derive(Debug, Clone)]
+pub struct StageProgress {
+    pub index: usize,
+    pub total: usize,
+    pub stage: Stage,
+    /// Share of the study's estimated time done (0..1) and the estimated time left.
+    pub done: f64,
+    pub eta: Duration,
+    pub message: String,
+}
+
+/// What the study needs from its caller (the CLI): executors and a place to show progress.
+pub trait Host {
+    /// A fresh executor for one experiment.
+    fn executor(&mut self) -> Result<Box<dyn Executor>, String>;
+    fn progress(&mut self, p: &StageProgress);
+    /// A line worth printing above the bar.
+    fn note(&mut self, line: &str);
+    /// Hotplug is run for real only when this is true (false for simulated machines).
+    fn real_machine(&self) -> bool {
+        true
+    }
+}
+
+/// How the study ended.
+pub struct Outcome {
+    pub record: StudyRecord,
+    pub written: html::Written,
+}
+
+struct Clock {
+    started: Instant,
+    estimates: Vec<Duration>,
+    index: usize,
+    stage_started: Instant,
+}
+
+impl Clock {
+    fn progress(&self, stage: Stage, within: f64, message: String) -> StageProgress {
+        let total: f64 = self.estimates.iter().map(Duration::as_secs_f64).sum();
+        let before: f64 = self.estimates[..self.index]
+            .iter()
+            .map(Duration::as_secs_f64)
+            .sum();
+        let cur = self.estimates[self.index].as_secs_f64();
+        let done_s = before + cur * within.clamp(0.0, 1.0);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left_est = (total - done_s).max(0.0);
+        // Scale the estimate by how fast the study has gone so far.
+        let speed = if done_s > 1.0 { elapsed / done_s } else { 1.0 };
+        let _ = self.stage_started;
+        StageProgress {
+            index: self.index,
+            total: self.estimates.len(),
+            stage,
+            done: if total > 0.0 { done_s / total } else { 0.0 },
+            eta: Duration::from_secs_f64(left_est * speed.clamp(0.3, 5.0)),
+            message,
+        }
+    }
+}
+
+struct StageObserver<'a> {
+    host: &'a mut dyn Host,
+    clock: &'a Clock,
+    stage: Stage,
+}
+
+impl Observer for StageObserver<'_> {
+    fn progress(&mut self, p: &protocol::Progress) {
+        let within = if p.max_runs > 0 {
+            p.runs as f64 / p.max_runs as f64
+        } else {
+            0.0
+        };
+        let msg = if p.warmup {
+            "warm-up".to_string()
+        } else {
+            format!("round {}, {} runs", p.round, p.runs)
+        };
+        let pr = self.clock.progress(self.stage, within, msg);
+        self.host.progress(&pr);
+    }
+    fn run_failed(&mut self, label: &str, error: &str) {
+        self.host.note(&format!(
+            "{}: run of {label} failed: {}",
+            self.stage.as_str(),
+            error.lines().next().unwrap_or("")
+        ));
+    }
+}
+
+impl hotplug::lab::Progress for StageObserver<'_> {
+    fn begin(&mut self, _: u64) {}
+    fn step(&mut self, message: &str) {
+        let pr = self.clock.progress(self.stage, 0.5, message.to_string());
+        self.host.progress(&pr);
+    }
+    fn finish(&mut self) {}
+}
+
+fn run_experiment_step(
+    opts: &Options,
+    host: &mut dyn Host,
+    clock: &Clock,
+    stage: Stage,
+    experiment: &crate::spec::Experiment,
+    budget: &crate::spec::Budget,
+) -> Result<(i64, StopReason, String), String> {
+    let mut exec = host.executor()?;
+    let mut store = Store::open(&opts.db).map_err(|e| e.to_string())?;
+    let mut obs = StageObserver { host, clock, stage };
+    match protocol::run_experiment(
+        &mut store,
+        exec.as_mut(),
+        experiment,
+        budget,
+        &opts.command,
+        &opts.stop,
+        &mut obs,
+    ) {
+        Ok(o) => Ok((o.experiment_id, o.stop, o.stop_description)),
+        Err(ProtocolError::Restore { error, outcome }) => Err(format!(
+            "experiment {} ran, but restoring the machine failed: {error}",
+            outcome.experiment_id
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn run_hotplug_step(
+    opts: &Options,
+    host: &mut dyn Host,
+    clock: &Clock,
+    p: &plan::HotplugPlan,
+) -> Result<(i64, bool), String> {
+    let paths = Paths::new(&opts.root);
+    hotplug::check_cpus(&paths.sys_cpu(), &p.cpus).map_err(|e| e.to_string())?;
+    let lab = LabOptions {
+        paths: paths.clone(),
+        cpus: p.cpus.clone(),
+        cycles: p.cycles,
+        loads: p.loads.clone(),
+        loader: LoaderKind::Wakeup,
+        loader_command: hotplug::interim::loader_command(LoaderKind::Wakeup),
+        configurations: Mitigation::configurations(&[]),
+        seed: opts.seed,
+        trace: p.trace,
+        stop: opts.stop.clone(),
+    };
+    let mut obs = StageObserver {
+        host,
+        clock,
+        stage: Stage::Hotplug,
+    };
+    let result = hotplug::run_lab(&lab, &mut obs).map_err(|e| e.to_string())?;
+    let id = hotplug::store::save_lab(&opts.db, &result, &opts.command, &paths.root)
+        .map_err(|e| e.to_string())?;
+    Ok((id, result.interrupted))
+}
+
+/// Run the study, store it, and write its report.
+pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
+    let caps = Caps::detect(&opts.root);
+    let stages: Vec<Stage> = Stage::ALL
+        .iter()
+        .copied()
+        .filter(|s| opts.only.is_empty() || opts.only.contains(s))
+        .collect();
+    let mut plans: Vec<(Stage, StagePlan)> = stages
+        .iter()
+        .map(|&s| (s, plan::plan(s, &caps, opts.quick, opts.seed)))
+        .collect();
+    if !host.real_machine() {
+        for (s, p) in plans.iter_mut() {
+            if *s == Stage::Hotplug && matches!(p, StagePlan::Run { .. }) {
+                *p = StagePlan::Skip("simulated machine: hotplug is not simulated".into());
+            }
+        }
+    }
+    let mut rec = StudyRecord {
+        quick: opts.quick,
+        command: opts.command.clone(),
+        facts: caps.facts(),
+        ..Default::default()
+    };
+    rec.id = record::save(&opts.db, &rec)?;
+    rec.out_dir = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| record::default_out(rec.id))
+        .display()
+        .to_string();
+    let clock_estimates = plans
+        .iter()
+        .map(|(_, p)| match p {
+            StagePlan::Run { estimate, .. } => *estimate,
+            StagePlan::Skip(_) => Duration::from_millis(10),
+        })
+        .collect();
+    let mut clock = Clock {
+        started: Instant::now(),
+        estimates: clock_estimates,
+        index: 0,
+        stage_started: Instant::now(),
+    };
+    for (i, (stage, p)) in plans.iter().enumerate() {
+        clock.index = i;
+        clock.stage_started = Instant::now();
+        let t0 = Instant::now();
+        let mut note = StageNote {
+            stage: stage.as_str().into(),
+            status: "done".into(),
+            reason: String::new(),
+            experiments: vec![],
+            seconds: 0.0,
+        };
+        if opts.stop.load(Ordering::SeqCst) {
+            note.status = "interrupted".into();
+            note.reason = "not started: interrupted".into();
+            rec.stages.push(note);
+            continue;
+        }
+        host.progress(&clock.progress(*stage, 0.0, "starting".into()));
+        match p {
+            StagePlan::Skip(why) => {
+                note.status = "skipped".into();
+                note.reason = why.clone();
+                host.note(&format!("{}: skipped — {why}", stage.as_str()));
+            }
+            StagePlan::Run { steps, notes, .. } => {
+                let mut reasons = notes.clone();
+                for step in steps {
+                    let r = match step {
+                        Step::Experiment { experiment, budget } => run_experiment_step(
+                            opts, host, &clock, *stage, experiment, budget,
+                        )
+                        .map(|(id, stop, desc)| {
+                            let interrupted = matches!(stop, StopReason::Interrupted);
+                            if let StopReason::Error(e) = &stop {
+                                reasons.push(format!("stopped on an error: {e}"));
+                            } else {
+                                reasons.push(desc);
+                            }
+                            (id, interrupted)
+                        }),
+                        Step::Hotplug(h) => run_hotplug_step(opts, host, &clock, h),
+                    };
+                    match r {
+                        Ok((id, interrupted)) => {
+                            note.experiments.push(id);
+                            if interrupted {
+                                note.status = "interrupted".into();
+                            }
+                        }
+                        Err(e)
+                            if e.contains("cannot set")
+                                || e.contains("unknown knob")
+                                || e.contains("not on this branch") =>
+                        {
+                            note.status = "skipped".into();
+                            reasons.push(e);
+                        }
+                        Err(e) => {
+                            note.status = if opts.stop.load(Ordering::SeqCst) {
+                                "interrupted"
+                            } else {
+                                "failed"
+                            }
+                            .into();
+                            host.note(&format!("{}: {e}", stage.as_str()));
+                            reasons.push(e);
+                        }
+                    }
+                }
+                note.reason = reasons.join("; ");
+            }
+        }
+        note.seconds = t0.elapsed().as_secs_f64();
+        rec.stages.push(note);
+        record::save(&opts.db, &rec)?;
+    }
+    rec.interrupted = opts.stop.load(Ordering::SeqCst);
+    record::save(&opts.db, &rec)?;
+    let written = write_report(&opts.db, &rec, Path::new(&rec.out_dir))?;
+    Ok(Outcome {
+        record: rec,
+        written,
+    })
+}
+
+/// The report input of a stored study.
+pub fn report_input(db: &Path, rec: &StudyRecord) -> Result<html::Input, StudyError> {
+    let store = Store::open(db)?;
+    let mut experiments = Vec::new();
+    for s in &rec.stages {
+        for id in &s.experiments {
+            experiments.push(store.load(*id)?);
+        }
+    }
+    Ok(html::Input {
+        title: format!(
+            "pmlab study #{}{}",
+            rec.id,
+            if rec.quick { " (quick)" } else { "" }
+        ),
+        experiments,
+        stages: rec.stages.clone(),
+        facts: rec.facts.clone(),
+    })
+}
+
+/// Write the HTML report of a stored study into `dir`.
+pub fn write_report(db: &Path, rec: &StudyRecord, dir: &Path) -> Result<html::Written, StudyError> {
+    let input = report_input(db, rec)?;
+    Ok(html::write(&input, dir)?)
+}

@@ -1,0 +1,293 @@
+//! The battery: which experiments each stage runs on this machine (quick or full), with
+//! budgets and time estimates, or why the stage is skipped.
+
+use super::detect::Caps;
+use crate::spec::{
+    sweep_configurations, Budget, Configuration, Experiment, Kind, SweepAxis, WorkloadDef,
+};
+use serde::Serialize;
+use std::time::Duration;
+
+/// The stages, in run order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Idle,
+    Polling,
+    Governors,
+    Hotplug,
+    Wakeups,
+    Cpu,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 6] = [
+        Stage::Idle,
+        Stage::Polling,
+        Stage::Governors,
+        Stage::Hotplug,
+        Stage::Wakeups,
+        Stage::Cpu,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Idle => "idle",
+            Stage::Polling => "polling",
+            Stage::Governors => "governors",
+            Stage::Hotplug => "hotplug",
+            Stage::Wakeups => "wakeups",
+            Stage::Cpu => "cpu",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Stage, String> {
+        Stage::ALL
+            .iter()
+            .copied()
+            .find(|x| x.as_str() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown stage `{s}` (stages: idle, polling, governors, hotplug, wakeups, cpu)"
+                )
+            })
+    }
+}
+
+/// A hotplug session.
+#[derive(Debug, Clone)]
+pub struct HotplugPlan {
+    pub cpus: Vec<u32>,
+    pub cycles: u32,
+    pub loads: Vec<u32>,
+    pub trace: bool,
+}
+
+/// What a stage does.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Experiment {
+        experiment: Box<Experiment>,
+        budget: Budget,
+    },
+    Hotplug(HotplugPlan),
+}
+
+/// A stage's plan: its steps and an estimate, or a reason to skip it.
+#[derive(Debug, Clone)]
+pub enum StagePlan {
+    Run {
+        steps: Vec<Step>,
+        estimate: Duration,
+        notes: Vec<String>,
+    },
+    Skip(String),
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+fn workload(s: &str) -> WorkloadDef {
+    WorkloadDef::new(words(s)).expect("built-in workload words")
+}
+
+fn budget(seed: u64, max_runs: usize, max_time: Duration, warmup: bool) -> Budget {
+    Budget {
+        target_ci: 0.02,
+        max_runs: Some(max_runs),
+        max_time: Some(max_time),
+        seed,
+        warmup,
+        ..Budget::default()
+    }
+}
+
+fn single(name: &str, w: Vec<WorkloadDef>) -> Experiment {
+    Experiment::new(
+        Kind::RunSpec,
+        name.into(),
+        vec![Configuration::parse("as found", "").expect("empty configuration")],
+        w,
+        None,
+    )
+    .expect("study experiment")
+}
+
+/// The plan of one stage.
+pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
+    let secs = |s: f64| Duration::from_secs_f64(s);
+    match stage {
+        Stage::Idle => {
+            let d = pick(quick, 2, 10);
+            let runs = pick(quick, 2, 3);
+            let e = single(
+                "study: idle baseline",
+                vec![workload(&format!("idle --duration {d}s"))],
+            );
+            StagePlan::Run {
+                steps: vec![Step::Experiment {
+                    experiment: Box::new(e),
+                    budget: budget(seed, runs, secs((d * runs) as f64 + 10.0), false),
+                }],
+                estimate: secs((d * runs) as f64 + 0.5),
+                notes: vec![],
+            }
+        }
+        Stage::Polling => {
+            if let Some(why) = caps.polling_unavailable() {
+                return StagePlan::Skip(why);
+            }
+            let values = pick(
+                quick,
+                "0,25us,100us,200us",
+                "0,10us,25us,50us,100us,200us,400us",
+            );
+            let axis = if caps.haltpoll_poll_ns.is_some() {
+                format!("haltpoll.guest_halt_poll_ns={values}")
+            } else {
+                "cpuidle.POLL.disable=1,0".to_string()
+            };
+            let axes = vec![SweepAxis::parse(&axis).expect("sweep axis")];
+            let configs = sweep_configurations(&axes).expect("sweep values");
+            let ws = vec![
+                workload(pick(quick, "pipe --loops 5000", "pipe --loops 20000")),
+                workload(pick(
+                    quick,
+                    "wakeup --duration 300ms",
+                    "wakeup --duration 1s",
+                )),
+                workload(pick(quick, "idle --duration 1s", "idle --duration 2s")),
+            ];
+            let mut e = Experiment::new(
+                Kind::Sweep,
+                "study: polling sweep".into(),
+                configs,
+                ws,
+                None,
+            )
+            .expect("sweep experiment");
+            e.swept = axes.iter().map(|a| a.knob.clone()).collect();
+            let t = pick(quick, 35.0, 200.0);
+            StagePlan::Run {
+                steps: vec![Step::Experiment {
+                    experiment: Box::new(e),
+                    budget: budget(seed, pick(quick, 48, 140), secs(t), true),
+                }],
+                estimate: secs(t),
+                notes: vec![],
+            }
+        }
+        Stage::Governors => {
+            if let Some(why) = caps.governors_unavailable() {
+                return StagePlan::Skip(why);
+            }
+            let configs: Vec<Configuration> = caps
+                .governors
+                .iter()
+                .map(|g| {
+                    Configuration::parse(g, &format!("cpuidle.governor={g}")).expect("governor")
+                })
+                .collect();
+            let ws = vec![
+                workload(pick(quick, "pipe --loops 5000", "pipe --loops 20000")),
+                workload(pick(
+                    quick,
+                    "wakeup --duration 300ms",
+                    "wakeup --duration 1s",
+                )),
+                workload(pick(quick, "idle --duration 1s", "idle --duration 2s")),
+            ];
+            let mut e = Experiment::new(
+                Kind::Compare,
+                "study: cpuidle governors".into(),
+                configs,
+                ws,
+                None,
+            )
+            .expect("governor experiment");
+            if let Some(cur) = &caps.current_governor {
+                e.reference = caps.governors.iter().position(|g| g == cur).unwrap_or(0);
+            }
+            let t = pick(quick, 25.0, 150.0);
+            StagePlan::Run {
+                steps: vec![Step::Experiment {
+                    experiment: Box::new(e),
+                    budget: budget(seed, pick(quick, 36, 120), secs(t), true),
+                }],
+                estimate: secs(t),
+                notes: vec![],
+            }
+        }
+        Stage::Hotplug => {
+            if let Some(why) = caps.hotplug_unavailable() {
+                return StagePlan::Skip(why);
+            }
+            let cycles = pick(quick, 3, 10);
+            let cpus = vec![caps.hotpluggable[0]];
+            let mut notes = Vec::new();
+            if !caps.tracefs {
+                notes.push("tracefs unavailable: wall times only, no per-step waterfall".into());
+            }
+            StagePlan::Run {
+                steps: vec![Step::Hotplug(HotplugPlan {
+                    cpus,
+                    cycles,
+                    loads: vec![0, 2],
+                    trace: caps.tracefs,
+                })],
+                estimate: secs(cycles as f64 * 4.0 * 0.25 + 2.0),
+                notes,
+            }
+        }
+        Stage::Wakeups => {
+            let e = single(
+                "study: wakeups (messaging)",
+                vec![workload(pick(
+                    quick,
+                    "messaging --groups 1 --loops 50",
+                    "messaging --groups 2 --loops 100",
+                ))],
+            );
+            let runs = pick(quick, 3, 8);
+            StagePlan::Run {
+                steps: vec![Step::Experiment {
+                    experiment: Box::new(e),
+                    budget: budget(seed, runs, secs(pick(quick, 15.0, 60.0)), true),
+                }],
+                estimate: secs(pick(quick, 3.0, 15.0)),
+                notes: vec!["who wakes whom by originator needs a traced run and pmlab-analysis; counters give interrupts by kind per CPU".into()],
+            }
+        }
+        Stage::Cpu => {
+            let e = single(
+                "study: cpu-bound runtime (spin)",
+                vec![workload(pick(
+                    quick,
+                    "spin --work 20000000",
+                    "spin --work 100000000",
+                ))],
+            );
+            let runs = pick(quick, 3, 10);
+            let mut notes = Vec::new();
+            if !caps.cpufreq {
+                notes.push("no cpufreq policies: no frequency residency".into());
+            }
+            StagePlan::Run {
+                steps: vec![Step::Experiment {
+                    experiment: Box::new(e),
+                    budget: budget(seed, runs, secs(pick(quick, 15.0, 90.0)), false),
+                }],
+                estimate: secs(pick(quick, 2.0, 15.0)),
+                notes,
+            }
+        }
+    }
+}
+
+/// The quick or the full value.
+fn pick<T>(quick: bool, a: T, b: T) -> T {
+    if quick {
+        a
+    } else {
+        b
+    }
+}
