@@ -192,7 +192,10 @@ fn run_hotplug_step(
         cycles: p.cycles,
         loads: p.loads.clone(),
         loader: LoaderKind::Wakeup,
-        loader_command: hotplug::interim::loader_command(LoaderKind::Wakeup),
+        loader_command: match std::env::current_exe() {
+            Ok(exe) => hotplug::LoaderCommand::pmlab_run(exe, LoaderKind::Wakeup),
+            Err(_) => hotplug::LoaderCommand::system_tool(LoaderKind::Wakeup),
+        },
         configurations: Mitigation::configurations(&[]),
         seed: opts.seed,
         trace: p.trace,
