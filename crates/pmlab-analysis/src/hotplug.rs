@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use pmlab_trace::{FieldRef, Trace};
 use serde::Serialize;
 
+use crate::{Cell, Missing, Table, Tabular};
+
 /// Offline (down) or online (up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -172,13 +174,6 @@ pub const MIN_COVERAGE: f64 = 0.98;
 /// Slowest steps kept per direction.
 pub const TOP_STEPS: usize = 10;
 
-/// The trace lacks the events this analysis needs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("hotplug: the trace has no {}; record them with `pmlab record -e cpuhp -e sched:sched_switch -- ...`", .missing.join(", "))]
-pub struct Missing {
-    pub missing: Vec<String>,
-}
-
 /// An operation's time window, as timed around the write by the caller (same clock as the
 /// trace). Steps whose top-level ancestor starts inside it belong to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,15 +268,11 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
     let enter = trace.event_id("cpuhp", "cpuhp_enter");
     let multi = trace.event_id("cpuhp", "cpuhp_multi_enter");
     let exit = trace.event_id("cpuhp", "cpuhp_exit");
-    let mut missing = Vec::new();
-    if enter.is_none() {
-        missing.push("cpuhp:cpuhp_enter".to_string());
-    }
-    if exit.is_none() {
-        missing.push("cpuhp:cpuhp_exit".to_string());
-    }
     let (Some(enter), Some(exit)) = (enter, exit) else {
-        return Err(Missing { missing });
+        return Err(Missing::new(
+            "hotplug",
+            &["cpuhp:cpuhp_enter", "cpuhp:cpuhp_exit"],
+        ));
     };
     let enter_fields = |id: u16| -> Option<Fields> {
         Some(Fields {
@@ -291,10 +282,13 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
             fun: trace.field(id, "fun")?,
         })
     };
-    let bad = |what: &str| Missing {
-        missing: vec![format!(
-            "{what} with fields cpu, target, idx, fun / state, ret"
-        )],
+    let bad = |what: &str| {
+        Missing::new(
+            "hotplug",
+            &[&format!(
+                "{what} (with fields cpu, target, idx, fun / state, ret)"
+            )],
+        )
     };
     let ef = enter_fields(enter).ok_or_else(|| bad("cpuhp:cpuhp_enter"))?;
     let mf = multi.and_then(enter_fields);
@@ -621,6 +615,75 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
         slowest,
         min_coverage: MIN_COVERAGE,
         notes,
+    }
+}
+
+impl Tabular for HotplugReport {
+    fn tables(&self) -> Vec<Table> {
+        let ms = |ns: u64| Cell::from(ns as f64 / 1e6);
+        let mut ops = Table::new(
+            "hotplug_operations",
+            "CPU hotplug operations per direction (traced span, medians split by where and what)",
+            &[
+                "direction",
+                "n",
+                "failed",
+                "p50_ms",
+                "max_ms",
+                "control_ms",
+                "target_ms",
+                "arch_ms",
+                "below_98pct",
+                "min_coverage",
+            ],
+            1,
+        );
+        for d in &self.summary {
+            ops.row(vec![
+                d.direction.as_str().into(),
+                d.operations.into(),
+                d.failed.into(),
+                ms(d.p50_span_ns),
+                ms(d.max_span_ns),
+                ms(d.p50_control_ns),
+                ms(d.p50_target_ns),
+                ms(d.p50_arch_ns),
+                d.below_coverage.into(),
+                d.min_coverage.into(),
+            ]);
+        }
+        let mut steps = Table::new(
+            "hotplug_slowest_steps",
+            "Slowest hotplug steps (exclusive time across operations)",
+            &[
+                "direction",
+                "state",
+                "name",
+                "callback",
+                "n",
+                "p50_ms",
+                "max_ms",
+                "total_ms",
+            ],
+            3,
+        );
+        for s in &self.slowest {
+            steps.row(vec![
+                s.direction.as_str().into(),
+                Cell::Int(s.state as i64),
+                s.name.clone().into(),
+                s.callback.clone().into(),
+                s.count.into(),
+                ms(s.p50_ns),
+                ms(s.max_ns),
+                ms(s.total_ns),
+            ]);
+        }
+        vec![ops, steps]
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 }
 
@@ -1018,9 +1081,10 @@ mod tests {
     fn a_trace_without_cpuhp_events_says_what_to_record() {
         let t = Trace::default();
         let e = analyze(&t, None).unwrap_err();
-        assert_eq!(e.missing, vec!["cpuhp:cpuhp_enter", "cpuhp:cpuhp_exit"]);
+        assert_eq!(e.events, vec!["cpuhp:cpuhp_enter", "cpuhp:cpuhp_exit"]);
         assert!(e.to_string().contains("pmlab record -e cpuhp"), "{e}");
         let empty = analyze(&B::new(false).t, None).unwrap();
+        assert_eq!(empty.tables().len(), 2);
         assert!(empty.operations.is_empty() && empty.summary.is_empty());
     }
 }

@@ -179,7 +179,7 @@ pub fn run_inject(
     let table = StateTable::read(&sys_cpu)?;
     let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
     let tracer = if opts.trace {
-        Some(LabTracer::start(&opts.paths)?)
+        Some(LabTracer::start(&opts.paths, &opts.cpus)?)
     } else {
         None
     };

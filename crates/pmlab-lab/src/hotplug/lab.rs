@@ -192,7 +192,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
         guard.set_rcu_expedited(false)?;
     }
     let tracer = if opts.trace {
-        Some(LabTracer::start(&opts.paths)?)
+        Some(LabTracer::start(&opts.paths, &opts.cpus)?)
     } else {
         None
     };

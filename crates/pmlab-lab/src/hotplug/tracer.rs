@@ -33,14 +33,20 @@ fn err(what: impl std::fmt::Display) -> HotplugError {
 }
 
 impl LabTracer {
-    pub fn start(paths: &Paths) -> Result<LabTracer, HotplugError> {
+    /// Start recording; the reader threads run on online CPUs outside `cycled` where any.
+    pub fn start(paths: &Paths, cycled: &[u32]) -> Result<LabTracer, HotplugError> {
         let root = Root::new(paths.root.clone());
         let dir = std::env::temp_dir().join(format!("pmlab-hotplug-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|source| HotplugError::Io {
             path: dir.clone(),
             source,
         })?;
+        let others: Vec<u32> = super::sysfs::online_cpus(&paths.sys_cpu())?
+            .into_iter()
+            .filter(|c| !cycled.contains(c))
+            .collect();
         let opts = RecordOptions {
+            reader_cpus: (!others.is_empty()).then_some(others),
             events: vec!["cpuhp".into(), "sched:sched_switch".into()],
             buffer_kb: Some(4096),
             output: dir.join("hotplug.dat"),
