@@ -6,7 +6,7 @@ use super::causes::{cause_name, kinds};
 use super::hotplug::{groups, is_hotplug, slowest_steps};
 use super::View;
 use crate::hotplug::report::quantile;
-use crate::report::{fmt_num, Report, WorkloadReport};
+use crate::report::{Report, WorkloadReport};
 use crate::stats::Summary;
 use crate::store::StoredExperiment;
 use serde::Serialize;
@@ -36,6 +36,24 @@ impl Finding {
     fn with(mut self, k: &str, v: impl Into<serde_json::Value>) -> Finding {
         self.values.insert(k.into(), v.into());
         self
+    }
+}
+
+/// A number in a sentence: three significant digits (`480`, `29.9`, `9.95`, `0.123`).
+pub fn fmt_short(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() {
+        "-".into()
+    } else if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
     }
 }
 
@@ -110,12 +128,9 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
             )
         } else {
             format!(
-                "Polling up to {} (the knee) cuts {what} {} ({} → {} {})",
+                "Polling up to {} (the knee) cuts {what} {}",
                 knee.label,
-                fmt_ratio(ratio),
-                fmt_num(s0.mean),
-                fmt_num(sk.mean),
-                wr.primary.as_ref().map(|p| p.unit.as_str()).unwrap_or("")
+                fmt_ratio(ratio)
             )
         };
         let mut f = Finding::new(
@@ -129,6 +144,8 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
         .with("reference", first.label.clone())
         .with("ratio", ratio);
         if k > 0 {
+            let unit = wr.primary.as_ref().map(|p| p.unit.as_str()).unwrap_or("");
+            let mut paren = format!("{} → {} {unit}", fmt_short(s0.mean), fmt_short(sk.mean));
             if let Some(rel) = wr.rows[k]
                 .comparison
                 .as_ref()
@@ -136,18 +153,19 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
             {
                 let (lo, hi) = (1.0 / (1.0 + rel.high), 1.0 / (1.0 + rel.low));
                 if lo.is_finite() && hi.is_finite() && lo > 0.0 {
-                    text.push_str(&format!(" (95% CI {:.1}–{:.1}×)", lo.min(hi), hi.max(lo)));
+                    paren = format!("95% CI {:.1}–{:.1}×; {paren}", lo.min(hi), hi.max(lo));
                     f = f
                         .with("ratio_low", lo.min(hi))
                         .with("ratio_high", hi.max(lo));
                 }
             }
+            text.push_str(&format!(" ({paren})"));
             let c_knee = e.configurations.iter().position(|c| c.label == knee.label);
             match c_knee.and_then(|c| poll_ms_per_s(e, w, c)) {
                 Some(cost) => {
                     text.push_str(&format!(
-                        " at a cost of {} ms poll time per second",
-                        fmt_num(cost)
+                        " at a cost of {} ms of poll time per second (all CPUs)",
+                        fmt_short(cost)
                     ));
                     f = f.with("poll_ms_per_s", cost);
                 }
@@ -183,8 +201,8 @@ fn idle_effect(e: &StoredExperiment, r: &Report, a: &str, b: &str) -> Option<Str
             let _ = wr;
             return Some(format!(
                 "on an idle system the {words} goes from {}% to {}% ({:+.1} points)",
-                fmt_num(sa.mean),
-                fmt_num(sb.mean),
+                fmt_short(sa.mean),
+                fmt_short(sb.mean),
                 sb.mean - sa.mean
             ));
         }
@@ -208,13 +226,21 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
     let idle_all = 100.0 - busy.iter().map(|b| b.1).sum::<f64>() / busy.len() as f64;
     let per_cpu: Vec<String> = busy
         .iter()
-        .map(|(c, b)| format!("cpu{c} {}%", fmt_num(100.0 - b)))
+        .map(|(c, b)| format!("cpu{c} {}%", fmt_short(100.0 - b)))
         .collect();
-    let mut text = format!(
-        "On an idle system the CPUs are idle {}% of the time ({})",
-        fmt_num(idle_all),
-        per_cpu.join(", ")
-    );
+    let mut text = if idle_all >= 50.0 {
+        format!(
+            "On an idle system the CPUs are idle {}% of the time ({})",
+            fmt_short(idle_all),
+            per_cpu.join(", ")
+        )
+    } else {
+        format!(
+            "The machine was not quiet: during the idle baseline the CPUs were idle only {}% of the time ({}), other processes kept them busy",
+            fmt_short(idle_all),
+            per_cpu.join(", ")
+        )
+    };
     let total = v.mean(0, "irq.total.per_s");
     if let Some(t) = total {
         let ks = kinds(&v);
@@ -223,7 +249,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
             .filter_map(|k| v.mean(0, &format!("irq.{k}.per_s")).map(|x| (k.clone(), x)))
             .collect();
         by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
-        text.push_str(&format!(" and take {} interrupts/s in all", fmt_num(t)));
+        text.push_str(&format!(" and take {} interrupts/s in all", fmt_short(t)));
         if let Some((k, x)) = by_kind.first() {
             if t > 0.0 {
                 text.push_str(&format!(
@@ -258,10 +284,10 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
     let (d0, u0) = (down.first()?, up.first()?);
     let mut text = format!(
         "CPU hotplug: offlining takes {} ms at p50 ({} ms at p99) and onlining {} ms ({} ms at p99) with {} background loaders",
-        fmt_num(quantile(&d0.1, 0.5)),
-        fmt_num(quantile(&d0.1, 0.99)),
-        fmt_num(quantile(&u0.1, 0.5)),
-        fmt_num(quantile(&u0.1, 0.99)),
+        fmt_short(quantile(&d0.1, 0.5)),
+        fmt_short(quantile(&d0.1, 0.99)),
+        fmt_short(quantile(&u0.1, 0.5)),
+        fmt_short(quantile(&u0.1, 0.99)),
         d0.0
     );
     if let (Some(dl), Some(ul)) = (down.last(), up.last()) {
@@ -269,8 +295,8 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
             text.push_str(&format!(
                 "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {})",
                 dl.0,
-                fmt_num(quantile(&dl.1, 0.5)),
-                fmt_num(quantile(&ul.1, 0.5)),
+                fmt_short(quantile(&dl.1, 0.5)),
+                fmt_short(quantile(&ul.1, 0.5)),
                 fmt_ratio(quantile(&dl.1, 0.5) / quantile(&d0.1, 0.5)),
                 fmt_ratio(quantile(&ul.1, 0.5) / quantile(&u0.1, 0.5)),
             ));
@@ -280,8 +306,8 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
         if let Some(s) = steps.iter().max_by(|a, b| a.2.total_cmp(&b.2)) {
             text.push_str(&format!(
                 ". The slowest operation ({what}, {} ms) spent {} ms in {} {}",
-                fmt_num(total),
-                fmt_num(s.2),
+                fmt_short(total),
+                fmt_short(s.2),
                 s.0,
                 s.1
             ));
@@ -306,8 +332,8 @@ fn spin(e: &StoredExperiment, w: usize) -> Option<Finding> {
         .map(|(l, s)| {
             format!(
                 "{l} {} ± {} ms",
-                fmt_num(s.mean),
-                fmt_num(if s.stddev.is_finite() { s.stddev } else { 0.0 })
+                fmt_short(s.mean),
+                fmt_short(if s.stddev.is_finite() { s.stddev } else { 0.0 })
             )
         })
         .collect();
@@ -356,7 +382,7 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
         .iter()
         .filter_map(|k| {
             v.mean(0, &format!("irq.{k}.per_s"))
-                .map(|x| format!("{} {}/s", cause_name(k), fmt_num(x)))
+                .map(|x| format!("{} {}/s", cause_name(k), fmt_short(x)))
         })
         .collect();
     Some(Finding::new(
@@ -365,7 +391,7 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
         format!(
             "Messaging ({}): {} context switches/s; IPIs: {}.",
             e.workloads[w].label,
-            fmt_num(ctxt),
+            fmt_short(ctxt),
             if ipis.is_empty() {
                 "no counters".into()
             } else {

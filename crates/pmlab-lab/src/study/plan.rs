@@ -221,7 +221,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             if let Some(why) = caps.hotplug_unavailable() {
                 return StagePlan::Skip(why);
             }
-            let cycles = pick(quick, 3, 10);
+            let cycles = 10;
             let cpus = vec![caps.hotpluggable[0]];
             let mut notes = Vec::new();
             if !caps.tracefs {
