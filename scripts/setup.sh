@@ -15,3 +15,5 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# Independent Parquet readers for the pmlab_analysis::parquet test.
+python3 -c 'import pyarrow, duckdb' >/dev/null 2>&1 || python3 -m pip install -q --root-user-action=ignore pyarrow duckdb

@@ -50,6 +50,8 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // tracefs instances of pmlab processes killed by SIGKILL go with the next command.
+    pmlab_kernel::tracefs::sweep_stale_quietly();
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Knob(a) => cmd::knob::run(a),

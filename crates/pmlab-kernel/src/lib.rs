@@ -3,6 +3,8 @@
 
 pub mod counters;
 pub mod cpulist;
+pub mod knob;
+pub mod sysinfo;
 pub mod tracefs;
 pub mod units;
 

@@ -50,7 +50,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> TracefsError + '_ {
 }
 
 /// Decode the octal escapes (`\040`) that /proc/mounts uses in paths.
-fn unescape_mount_path(s: &str) -> String {
+pub(crate) fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -425,6 +425,20 @@ pub fn remove_stale_instances(root: &Root, tracefs: &Path) -> Result<Vec<String>
         removed.push(name);
     }
     Ok(removed)
+}
+
+/// Remove instances left by dead pmlab processes (SIGKILL, crash) when running as root and
+/// tracefs is already mounted; never mounts, never fails. Every pmlab command calls this
+/// first, so an instance left by `kill -9` is gone after the next pmlab command.
+pub fn sweep_stale_quietly() -> Vec<String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Vec::new();
+    }
+    let root = Root::system();
+    match find_tracefs(&root) {
+        Some(t) => remove_stale_instances(&root, &t).unwrap_or_default(),
+        None => Vec::new(),
+    }
 }
 
 /// A private tracefs instance owned by this process; removed on [`Instance::remove`] or drop.

@@ -1,7 +1,9 @@
 //! Raw exports of a stored experiment for pandas, polars and DuckDB: a long CSV table (one
-//! row per run and metric) and JSON (everything stored).
+//! row per run and metric), JSON (everything stored) and Parquet (one file per table).
 
 use crate::store::StoredExperiment;
+use pmlab_analysis::parquet::{self, Column, Table};
+use std::path::{Path, PathBuf};
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]
@@ -84,4 +86,167 @@ pub fn runs_json(e: &StoredExperiment) -> Result<Vec<u8>, ExportError> {
     })?;
     v.push(b'\n');
     Ok(v)
+}
+
+/// The Parquet tables of an experiment: `experiment` (one row, with the system snapshot),
+/// `configurations` (one row per knob assignment; none for the machine as found gives one
+/// row with a null knob), `runs` and `metrics` (one row per run and metric). Tables join on
+/// `experiment`, `configuration` (label) and `run`.
+pub fn parquet_tables(e: &StoredExperiment) -> Vec<(&'static str, Table)> {
+    let id = e.info.id;
+    let sys = e.system.clone().unwrap_or_default();
+    let i = &e.info;
+    let experiment = Table::new()
+        .with("experiment", Column::int64([id]))
+        .with("kind", Column::utf8([i.kind.as_str()]))
+        .with("name", Column::utf8([i.name.as_str()]))
+        .with("command", Column::utf8([i.command.as_str()]))
+        .with("created_ns", Column::int64([i.created_ns]))
+        .with("finished_ns", Column::Int64(vec![i.finished_ns]))
+        .with("status", Column::utf8([i.status.as_str()]))
+        .with("stop_reason", Column::Utf8(vec![i.stop_reason.clone()]))
+        .with("seed", Column::utf8([i.seed.to_string()]))
+        .with("target_ci", Column::double([i.target_ci]))
+        .with("max_runs", Column::Int64(vec![i.max_runs]))
+        .with("max_time_s", Column::Double(vec![i.max_time_s]))
+        .with(
+            "reference",
+            Column::utf8([e
+                .configurations
+                .get(i.reference)
+                .map_or("", |c| c.label.as_str())]),
+        )
+        .with("swept", Column::utf8([e.swept.join(" ")]))
+        .with("kernel_release", Column::utf8([sys.kernel_release]))
+        .with("cmdline", Column::utf8([sys.cmdline]))
+        .with("cpu_model", Column::utf8([sys.cpu_model]))
+        .with("cpus", Column::int64([sys.cpus as i64]))
+        .with("virtualization", Column::utf8([sys.virtualization]))
+        .with("hostname", Column::utf8([sys.hostname]))
+        .with("boot_id", Column::utf8([sys.boot_id]))
+        .with(
+            "knobs_as_found",
+            Column::utf8([sys
+                .knobs
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")]),
+        );
+
+    let (mut c_label, mut c_index, mut c_knob, mut c_value) = (vec![], vec![], vec![], vec![]);
+    for (n, c) in e.configurations.iter().enumerate() {
+        let pairs: Vec<(Option<String>, Option<String>)> = if c.knobs.is_empty() {
+            vec![(None, None)]
+        } else {
+            c.knobs
+                .iter()
+                .map(|k| match k.split_once('=') {
+                    Some((a, b)) => (Some(a.to_string()), Some(b.to_string())),
+                    None => (Some(k.clone()), None),
+                })
+                .collect()
+        };
+        for (k, v) in pairs {
+            c_label.push(c.label.clone());
+            c_index.push(n as i64);
+            c_knob.push(k);
+            c_value.push(v);
+        }
+    }
+    let configurations = Table::new()
+        .with("experiment", Column::int64(c_index.iter().map(|_| id)))
+        .with("configuration", Column::utf8(c_label))
+        .with("index", Column::int64(c_index))
+        .with("knob", Column::Utf8(c_knob))
+        .with("value", Column::Utf8(c_value));
+
+    let runs = &e.runs;
+    let conf = |r: &crate::store::StoredRun| e.configurations[r.configuration].label.clone();
+    let work = |r: &crate::store::StoredRun| e.workloads[r.workload].label.clone();
+    let runs_t = Table::new()
+        .with("experiment", Column::int64(runs.iter().map(|_| id)))
+        .with("run", Column::int64(runs.iter().map(|r| r.id)))
+        .with("configuration", Column::utf8(runs.iter().map(conf)))
+        .with("workload", Column::utf8(runs.iter().map(work)))
+        .with("round", Column::int64(runs.iter().map(|r| r.round as i64)))
+        .with(
+            "order",
+            Column::int64(runs.iter().map(|r| r.position as i64)),
+        )
+        .with("warmup", Column::bool(runs.iter().map(|r| r.warmup)))
+        .with(
+            "started_ns",
+            Column::int64(runs.iter().map(|r| r.started_ns)),
+        )
+        .with(
+            "duration_ns",
+            Column::int64(runs.iter().map(|r| r.duration_ns)),
+        )
+        .with(
+            "status",
+            Column::utf8(runs.iter().map(|r| r.status.as_str())),
+        )
+        .with(
+            "error",
+            Column::Utf8(runs.iter().map(|r| r.error.clone()).collect()),
+        )
+        .with(
+            "trace",
+            Column::Utf8(runs.iter().map(|r| r.trace_path.clone()).collect()),
+        );
+
+    let rows: Vec<_> = runs
+        .iter()
+        .flat_map(|r| r.metrics.iter().map(move |m| (r, m)))
+        .collect();
+    let metrics = Table::new()
+        .with("experiment", Column::int64(rows.iter().map(|_| id)))
+        .with("run", Column::int64(rows.iter().map(|(r, _)| r.id)))
+        .with(
+            "configuration",
+            Column::utf8(rows.iter().map(|(r, _)| conf(r))),
+        )
+        .with("workload", Column::utf8(rows.iter().map(|(r, _)| work(r))))
+        .with("warmup", Column::bool(rows.iter().map(|(r, _)| r.warmup)))
+        .with(
+            "status",
+            Column::utf8(rows.iter().map(|(r, _)| r.status.as_str())),
+        )
+        .with(
+            "metric",
+            Column::utf8(rows.iter().map(|(_, m)| m.name.as_str())),
+        )
+        .with("value", Column::double(rows.iter().map(|(_, m)| m.value)))
+        .with(
+            "unit",
+            Column::utf8(rows.iter().map(|(_, m)| m.unit.as_str())),
+        )
+        .with(
+            "direction",
+            Column::utf8(rows.iter().map(|(_, m)| m.direction.as_str())),
+        )
+        .with("side", Column::bool(rows.iter().map(|(_, m)| m.side)));
+    vec![
+        ("experiment", experiment),
+        ("configurations", configurations),
+        ("runs", runs_t),
+        ("metrics", metrics),
+    ]
+}
+
+/// Write [`parquet_tables`] into `dir` as `experiment-ID-TABLE.parquet`; returns the paths.
+pub fn write_parquet(e: &StoredExperiment, dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
+    let err = |m: String| ExportError {
+        id: e.info.id,
+        message: m,
+    };
+    std::fs::create_dir_all(dir).map_err(|x| err(format!("{}: {x}", dir.display())))?;
+    let mut out = Vec::new();
+    for (name, table) in parquet_tables(e) {
+        let path = dir.join(format!("experiment-{}-{name}.parquet", e.info.id));
+        parquet::write(&path, &table).map_err(|x| err(format!("{}: {x}", path.display())))?;
+        out.push(path);
+    }
+    Ok(out)
 }

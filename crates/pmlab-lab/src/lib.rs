@@ -14,3 +14,4 @@ pub mod stats;
 pub mod store;
 pub mod study;
 pub mod system;
+pub mod tracing;

@@ -45,8 +45,11 @@ impl Knobs for NoKnobs {
     }
 }
 
-/// A source of side metrics around the measured part of a run.
+/// A source of side metrics around the measured part of a run. Sources start in list order
+/// and stop in reverse order, so the first source's own cost stays outside the others.
 pub trait SideSource {
+    /// Which run comes next (before `before`); `label` is the configuration's.
+    fn begin_run(&mut self, _context: &RunContext, _label: &str) {}
     fn before(&mut self) -> Result<(), String>;
     fn after(&mut self) -> Result<Vec<Metric>, String>;
     /// A trace file written by this source for the last run, if any.
@@ -94,6 +97,8 @@ pub struct MachineExecutor {
     parse: WorkloadParser,
     specs: Vec<WorkloadSpec>,
     sources: Vec<Box<dyn SideSource>>,
+    /// Label of the configuration in place.
+    label: String,
 }
 
 impl MachineExecutor {
@@ -110,6 +115,7 @@ impl MachineExecutor {
             parse,
             specs: Vec::new(),
             sources,
+            label: String::new(),
         }
     }
 }
@@ -128,7 +134,7 @@ impl Probe for SourcesProbe<'_> {
         Ok(())
     }
     fn after(&mut self) -> Result<(), String> {
-        for s in self.sources.iter_mut() {
+        for s in self.sources.iter_mut().rev() {
             self.metrics.extend(s.after()?);
         }
         Ok(())
@@ -160,6 +166,7 @@ impl Executor for MachineExecutor {
     }
 
     fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError> {
+        self.label = configuration.label.clone();
         self.knobs
             .switch_to(&configuration.knobs)
             .map_err(ExecError::Machine)
@@ -170,6 +177,9 @@ impl Executor for MachineExecutor {
             Some(s) => s.clone(),
             None => (self.parse)(&workload.argv)?,
         };
+        for s in self.sources.iter_mut() {
+            s.begin_run(context, &self.label);
+        }
         let mut probe = SourcesProbe {
             sources: &mut self.sources,
             metrics: Vec::new(),

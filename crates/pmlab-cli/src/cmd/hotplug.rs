@@ -9,8 +9,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pmlab_lab::hotplug::lab::Progress;
 use pmlab_lab::hotplug::report::{render_inject, HotplugReport};
 use pmlab_lab::hotplug::{
-    self, check_cpus, interim, parse_cpu_list, run_inject, run_lab, InjectOptions, InjectTarget,
-    LabOptions, LoaderKind, Mitigation, Paths, StateTable,
+    self, check_cpus, parse_cpu_list, run_inject, run_lab, InjectOptions, InjectTarget, LabOptions,
+    LoaderKind, Mitigation, Paths, StateTable,
 };
 
 #[derive(clap::Args)]
@@ -197,7 +197,7 @@ pub fn run(args: Args) -> Result<()> {
         cycles: args.cycles,
         loads,
         loader,
-        loader_command: interim::loader_command(loader),
+        loader_command: hotplug::LoaderCommand::system_tool(loader),
         configurations: Mitigation::configurations(&mitigations),
         seed,
         trace: !args.no_trace,

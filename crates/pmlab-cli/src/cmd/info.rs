@@ -1,8 +1,59 @@
-//! `pmlab info` (not built yet).
+//! `pmlab info`: what this machine has (kernel, CPUs, virtualization, topology, idle
+//! states, haltpoll, cpufreq, RAPL, tracefs, sched features, hotplug states) and what
+//! pmlab can do on it. Read-only; works without root ("needs root" where it must).
+
+mod render;
+
+use anyhow::{bail, Result};
+use pmlab_kernel::sysinfo::{Capabilities, SystemInfo};
+use pmlab_kernel::Root;
+use serde::Serialize;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:
+  pmlab info                     sections for people, ending with what pmlab can do here
+  pmlab info -v                  also every hotplug state and sched feature
+  pmlab info --json | jq .capabilities
+  pmlab info --json | jq '.cpuidle.cpus[1].states[] | {name, usage}'
+  pmlab info --root /tmp/fake    read a fake /sys + /proc tree (for tests)
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab info` is not implemented yet")
+Nothing is written or mounted. Items only root can read are shown as \"needs root\".")]
+pub struct Args {
+    /// JSON on stdout (the SystemInfo, plus `capabilities`).
+    #[arg(long)]
+    json: bool,
+    /// List every hotplug state and sched feature, and idle states of all CPUs.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Read this directory as the filesystem root (a fake sysfs/procfs tree).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Out<'a> {
+    #[serde(flatten)]
+    info: &'a SystemInfo,
+    capabilities: &'a Capabilities,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let root = match &args.root {
+        Some(d) if !d.is_dir() => bail!("--root {}: not a directory", d.display()),
+        Some(d) => Root::new(d),
+        None => Root::system(),
+    };
+    let info = SystemInfo::read(&root);
+    let caps = info.capabilities();
+    if args.json {
+        let out = Out {
+            info: &info,
+            capabilities: &caps,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", render::render(&info, &caps, args.verbose));
+    }
+    Ok(())
 }

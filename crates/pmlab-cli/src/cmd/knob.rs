@@ -1,8 +1,216 @@
-//! `pmlab knob` (not built yet).
+//! `pmlab knob list|get|set|restore`: the CLI face of `pmlab_kernel::knob` (validation,
+//! journal, restore). `set` keeps its journal so that `restore` undoes it later.
+
+use anyhow::Context;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use pmlab_kernel::knob::{self, journal, Transaction};
+use pmlab_kernel::Root;
+
+const EXAMPLES: &str = "\
+Examples:
+  pmlab knob list
+  pmlab knob list --all --json
+  pmlab knob get haltpoll.guest_halt_poll_ns
+  pmlab knob get pmqos.resume_latency_us@1 --json
+  pmlab knob set haltpoll.guest_halt_poll_ns=150us cpuidle.POLL.disable@1=1
+  pmlab knob set cpu.online@1=0 rcu.expedited=on
+  pmlab knob set sysfs:/sys/kernel/rcu_expedited=1
+  pmlab knob restore
+
+Names (NAME[@CPUS]=VALUE): cpu.online@N, cpuidle.governor, cpuidle.STATE.disable@CPUS
+(STATE is a name like POLL or stateK), pmqos.resume_latency_us@CPUS, cpufreq.governor,
+cpufreq.min_freq, cpufreq.max_freq, cpufreq.epp (per policy), sched.feature.NAME,
+rcu.expedited, MODULE.PARAM (/sys/module/MODULE/parameters/PARAM), sysfs:/sys/PATH.
+Values take units (200us, 0.2ms, 2.1GHz) and booleans (on/off, 1/0, Y/N).
+Journals live in $PMLAB_STATE_DIR (default /var/lib/pmlab/journal).";
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab knob` is not implemented yet")
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Every knob that resolves here, its current value and allowed values.
+    #[command(after_help = "Examples:\n  pmlab knob list\n  pmlab knob list --all --json")]
+    List {
+        /// Also list the parameters of every module (not only power-related ones).
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Current value of knobs (NAME[@CPUS]).
+    #[command(
+        after_help = "Examples:\n  pmlab knob get rcu.expedited\n  pmlab knob get cpuidle.POLL.disable@0-1 --json"
+    )]
+    Get {
+        #[arg(required = true, value_name = "NAME[@CPUS]")]
+        names: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set knobs (all validated before any is written; journaled; `knob restore` undoes).
+    #[command(
+        after_help = "Examples:\n  pmlab knob set haltpoll.guest_halt_poll_ns=150us cpuidle.POLL.disable@1=1\n  pmlab knob set cpu.online@1=0"
+    )]
+    Set {
+        #[arg(required = true, value_name = "NAME[@CPUS]=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Put every knob pmlab changed back to the value it found (kept `knob set`s and
+    /// journals of dead pmlab processes).
+    #[command(after_help = "Examples:\n  pmlab knob restore")]
+    Restore {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Modules whose parameters `knob list` shows without `--all`.
+const POWER_MODULES: &[&str] = &[
+    "haltpoll",
+    "cpuidle",
+    "cpuidle_haltpoll",
+    "intel_idle",
+    "processor",
+    "intel_pstate",
+    "amd_pstate",
+    "cpufreq",
+    "rcutree",
+    "rcupdate",
+    "workqueue",
+    "kvm",
+    "kvm_intel",
+    "kvm_amd",
+];
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let root = Root::system();
+    match args.cmd {
+        Cmd::List { all, json } => list(&root, all, json),
+        Cmd::Get { names, json } => get(&root, &names, json),
+        Cmd::Set { assignments } => set(&root, &assignments),
+        Cmd::Restore { json } => restore(json),
+    }
+}
+
+fn list(root: &Root, all: bool, json: bool) -> anyhow::Result<()> {
+    let knobs: Vec<_> = knob::list(root)
+        .into_iter()
+        .filter(|k| {
+            all || k.help != "module parameter"
+                || POWER_MODULES.contains(&k.name.split('.').next().unwrap_or(""))
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&knobs)?);
+        return Ok(());
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["knob", "value", "allowed", "writable"]);
+    for k in &knobs {
+        t.add_row([
+            k.name.clone(),
+            k.value.clone(),
+            k.allowed.clone(),
+            if k.writable { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    println!("{t}");
+    if !all {
+        println!("(module parameters of other modules: pmlab knob list --all)");
+    }
+    Ok(())
+}
+
+fn get(root: &Root, names: &[String], json: bool) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for n in names {
+        rows.extend(knob::read_all(root, n)?);
+    }
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> = rows
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&map)?);
+    } else {
+        for (k, v) in rows {
+            println!("{k} = {v}");
+        }
+    }
+    Ok(())
+}
+
+fn names_of(assignments: &[String]) -> Vec<String> {
+    assignments
+        .iter()
+        .filter_map(|a| a.split_once('=').map(|(n, _)| n.trim().to_string()))
+        .collect()
+}
+
+fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
+    knob::validate(root, assignments)?;
+    let before: Vec<Vec<(String, String)>> = names_of(assignments)
+        .iter()
+        .map(|n| knob::read_all(root, n).unwrap_or_default())
+        .collect();
+    knob::install_signal_restore(std::time::Duration::ZERO)?;
+    let mut t = Transaction::begin(root).context("starting a knob transaction (needs root)")?;
+    for line in &t.recovered {
+        eprintln!("pmlab: {line}");
+    }
+    t.apply(assignments)?;
+    for (n, old) in names_of(assignments).iter().zip(before) {
+        for (k, v) in knob::read_all(root, n)? {
+            let was = old.iter().find(|(o, _)| *o == k).map(|(_, v)| v.as_str());
+            println!("{k} = {v} (was {})", was.unwrap_or("?"));
+        }
+    }
+    t.keep();
+    println!("(journaled: `pmlab knob restore` puts them back)");
+    Ok(())
+}
+
+fn restore(json: bool) -> anyhow::Result<()> {
+    let dir = journal::state_dir();
+    if !dir.exists() {
+        if json {
+            println!("{{\"restored\": [], \"live\": []}}");
+        } else {
+            println!("nothing to restore ({} does not exist)", dir.display());
+        }
+        return Ok(());
+    }
+    let done = journal::sweep(&dir, true)?;
+    let live: Vec<String> = journal::scan(&dir)
+        .into_iter()
+        .filter(|j| !j.kept && j.owner_alive())
+        .map(|j| {
+            format!(
+                "pmlab process {} is running and holds {} (it restores them when it ends)",
+                j.owner_pid(),
+                j.entries
+                    .iter()
+                    .map(|e| e.knob.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::json!({"restored": done, "live": live}));
+        return Ok(());
+    }
+    if done.is_empty() {
+        println!("nothing to restore");
+    }
+    for l in done.iter().chain(&live) {
+        println!("{l}");
+    }
+    Ok(())
 }

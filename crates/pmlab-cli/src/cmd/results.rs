@@ -17,7 +17,8 @@ Examples:
   pmlab results show 12 --reference 200us --side all
   pmlab results compare 3 7            # e.g. before/after a kernel change, on different boots
   pmlab results export 12 --format csv > runs.csv
-  pmlab results --db /srv/pmlab.db export 12 --format json --output runs.json";
+  pmlab results --db /srv/pmlab.db export 12 --format json --output runs.json
+  pmlab results export 12 --format parquet --output out/   # experiment-12-{experiment,configurations,runs,metrics}.parquet";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -64,17 +65,18 @@ pub enum Sub {
         #[command(flatten)]
         view: View,
     },
-    /// Raw runs and metrics of an experiment, one row per run and metric.
+    /// Raw runs and metrics of an experiment: csv (one row per run and metric), json, or
+    /// parquet (one file per table: experiment, configurations, runs, metrics).
     #[command(
-        after_help = "Examples:\n  pmlab results export 12 --format csv > runs.csv\n  pmlab results export 12 --format json"
+        after_help = "Examples:\n  pmlab results export 12 --format csv > runs.csv\n  pmlab results export 12 --format json\n  pmlab results export latest --format parquet --output out/\n  duckdb -c \"FROM 'out/experiment-12-metrics.parquet' WHERE metric = 'time_per_op'\""
     )]
     Export {
         /// Experiment id, or `latest`.
         id: String,
-        /// csv (long table), json (everything stored), or parquet (not built in; see the message).
+        /// csv (long table), json (everything stored), or parquet (files in --output DIR, default .).
         #[arg(long, value_parser = ["csv", "json", "parquet"], default_value = "csv")]
         format: String,
-        /// Write to this file instead of stdout.
+        /// Write to this file instead of stdout (parquet: into this directory).
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -161,11 +163,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let bytes = match format.as_str() {
                 "csv" => pmlab_lab::export::runs_csv(&e)?,
                 "json" => pmlab_lab::export::runs_json(&e)?,
-                _ => bail!(
-                    "parquet export is not built in: the parquet crate (with arrow) is too heavy for this build; \
-                     export csv and convert, e.g. `duckdb -c \"COPY (FROM 'runs.csv') TO 'runs.parquet'\"` or \
-                     `python -c \"import pandas as p; p.read_csv('runs.csv').to_parquet('runs.parquet')\"`"
-                ),
+                _ => {
+                    let dir = output.unwrap_or_else(|| PathBuf::from("."));
+                    for p in pmlab_lab::export::write_parquet(&e, &dir)? {
+                        println!("{}", p.display());
+                    }
+                    return Ok(());
+                }
             };
             match output {
                 Some(path) => std::fs::write(&path, bytes)

@@ -4,13 +4,15 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pmlab_kernel::Root;
 use pmlab_lab::executor::{Executor, FakeExecutor, FakeSpec};
-use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, WorkloadParser};
+use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, SideSource, WorkloadParser};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
 use pmlab_lab::render::Format;
 use pmlab_lab::report::{Report, SideSelection};
 use pmlab_lab::spec::{self, Budget, Experiment, Order};
 use pmlab_lab::store::Store;
+use pmlab_lab::tracing::TraceSource;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -113,9 +115,14 @@ pub struct ExperimentOpts {
     /// Only stop on the CI target or the budget, not as soon as every difference is decided.
     #[arg(long)]
     pub no_early_stop: bool,
-    /// Record a trace of every run (trace.dat files next to the store).
+    /// Record a trace of every run's measured part (STORE.traces/experiment-ID/run-N-LABEL.dat
+    /// beside the store; the path is stored with the run).
     #[arg(long)]
     pub trace: bool,
+    /// Events traced with --trace (comma-separated `system:event` or `system`; default: the
+    /// set the analyses need, as for `pmlab record`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "trace")]
+    pub trace_events: Vec<String>,
     /// Shell command run once before the warm-up.
     #[arg(long, value_name = "CMD")]
     pub setup: Option<String>,
@@ -277,9 +284,6 @@ fn executor(opts: &ExperimentOpts, seed: u64) -> anyhow::Result<Box<dyn Executor
 
 /// The machine: knobs through the journaled transaction, the workloads, counter side metrics.
 fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
-    if opts.trace {
-        bail!("--trace needs pmlab_trace::record::Recorder, which is not on this branch yet; nothing was changed");
-    }
     let knobs = Box::new(NoKnobs {
         reason: "knob transactions (pmlab_kernel::knob::Transaction) are not on this branch yet; \
                  only the machine as found (--a '' --b '') can be measured"
@@ -293,8 +297,22 @@ fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
         root.clone(),
         knobs,
         parse,
-        vec![Box::new(CounterSource::new(root))],
+        side_sources(opts, root)?,
     )))
+}
+
+/// Side sources: the tracer first (started first, stopped last: its cost stays outside the
+/// counter deltas), then counters.
+fn side_sources(opts: &ExperimentOpts, root: PathBuf) -> anyhow::Result<Vec<Box<dyn SideSource>>> {
+    let mut sources: Vec<Box<dyn SideSource>> = Vec::new();
+    if opts.trace {
+        sources.push(Box::new(
+            TraceSource::new(Root::system(), &opts.db, opts.trace_events.clone())
+                .map_err(anyhow::Error::msg)?,
+        ));
+    }
+    sources.push(Box::new(CounterSource::new(root)));
+    Ok(sources)
 }
 
 /// Run an experiment with the shared options and print its report.

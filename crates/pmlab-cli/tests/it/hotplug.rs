@@ -50,7 +50,7 @@ fn machine_state() -> MachineState {
         cpu1_online: read(&format!("{CPU1}/online")),
         fail_files,
         rcu_expedited: read("/sys/kernel/rcu_expedited"),
-        our_instances: dirs_with_prefix("/sys/kernel/tracing/instances", "pmlab-hotplug-"),
+        our_instances: dirs_with_prefix("/sys/kernel/tracing/instances", "pmlab-"),
         our_cgroups: dirs_with_prefix("/sys/fs/cgroup/cpu", "pmlab-hotplug-boost-"),
     }
 }
@@ -63,7 +63,12 @@ fn expect_clean(s: &MachineState) {
     assert!(s.our_cgroups.is_empty(), "cgroups left: {s:?}");
 }
 
-fn require_machine() {
+/// The hotplug tests cycle the same CPU: one at a time within this test binary.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[must_use]
+fn require_machine() -> std::sync::MutexGuard<'static, ()> {
+    let guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
         is_root(),
         "the hotplug tests run as root on the project's machines"
@@ -72,6 +77,7 @@ fn require_machine() {
         Path::new(&format!("{CPU1}/online")).exists(),
         "cpu1 hotplug must be present"
     );
+    guard
 }
 
 fn json_of(out: &std::process::Output) -> Value {
@@ -100,7 +106,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn cycles_under_load_print_tables_with_steps_that_sum_to_the_span() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let dir = tempfile::tempdir().unwrap();
@@ -226,7 +232,7 @@ done"#
 
 #[test]
 fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let (mut sd, mut su, mut pd, mut pu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -271,7 +277,7 @@ fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
 
 #[test]
 fn rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let dir = tempfile::tempdir().unwrap();
@@ -330,7 +336,7 @@ fn rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored() {
 
 #[test]
 fn kthread_boost_runs_and_removes_its_cgroup() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let out = pmlab()
@@ -382,7 +388,7 @@ done"#
 
 #[test]
 fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     // Independent list of what the kernel accepts, in each direction.
@@ -482,7 +488,7 @@ fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
 
 #[test]
 fn refusals_change_nothing() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let cases: &[(&[&str], &str)] = &[
@@ -534,7 +540,7 @@ fn refusals_change_nothing() {
 
 #[test]
 fn refuses_without_root_before_doing_anything() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
     let out = Command::new("setpriv")
@@ -581,7 +587,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
-    require_machine();
+    let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
@@ -629,7 +635,7 @@ fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
 
 #[test]
 fn a_shell_loop_of_50_cycles_passes_after_a_session() {
-    require_machine();
+    let _machine = require_machine();
     let out = pmlab()
         .args([
             "hotplug",

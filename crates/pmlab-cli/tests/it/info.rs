@@ -1,1 +1,249 @@
-//! Integration tests for `pmlab info`.
+//! Integration tests for `pmlab info`: fake trees through `--root`, the real machine
+//! as root (mounting tracefs first if needed), and a non-root run.
+
+use crate::util::{is_root, pmlab};
+use pmlab_kernel::sysinfo::fake::FakeTree;
+use serde_json::Value;
+use std::path::Path;
+
+fn json(args: &[&str]) -> Value {
+    let out = pmlab().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn text(args: &[&str]) -> String {
+    let out = pmlab().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sys(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap().trim().to_string()
+}
+
+#[test]
+fn info_fake_intel_box_shows_states_pstate_rapl() {
+    let t = FakeTree::intel_box();
+    let root = t.path().to_str().unwrap();
+    let out = text(&["info", "--root", root]);
+    for want in [
+        "intel_idle",
+        "MWAIT 0x20",
+        "intel_pstate",
+        "balance_performance",
+        "package-0",
+        "cpus 1-7 only",
+        "RAPL: package-0, core, dram",
+        "mounted at /sys/kernel/tracing, writable",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let j = json(&["info", "--json", "--root", root]);
+    assert_eq!(j["cpuidle"]["cpus"].as_array().unwrap().len(), 8);
+    assert_eq!(j["cpuidle"]["cpus"][7]["states"][3]["name"], "C6");
+    assert_eq!(j["cpufreq"]["policies"][0]["epp"], "balance_performance");
+    let c = &j["capabilities"];
+    assert_eq!(c["rapl"], true);
+    assert_eq!(c["cpufreq"], true);
+    assert_eq!(c["hotplug_cpus"].as_array().unwrap().len(), 7);
+}
+
+#[test]
+fn info_fake_without_cpuidle_says_so() {
+    let t = FakeTree::no_cpuidle();
+    let root = t.path().to_str().unwrap();
+    let out = text(&["info", "--root", root]);
+    assert!(out.contains("no cpuidle driver"), "{out}");
+    assert!(out.contains("CONFIG_CPU_IDLE"), "{out}");
+    let j = json(&["info", "--json", "--root", root]);
+    assert_eq!(j["cpuidle"]["present"], false);
+    assert_eq!(j["capabilities"]["cpuidle_driver"], Value::Null);
+}
+
+#[test]
+fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
+    let t = FakeTree::haltpoll_guest(true);
+    t.offline(2, 1);
+    let root = t.path().to_str().unwrap();
+    let out = text(&["info", "--root", root]);
+    for want in [
+        "haltpoll (guest_halt_poll_ns)",
+        "cpu1 only",
+        "1 (offline)",
+        "guest_halt_poll_grow_start",
+        "default architecture idle",
+        "no RAPL, model only",
+        "no cpufreq driver",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let j = json(&["info", "--json", "--root", root]);
+    let c = &j["capabilities"];
+    assert_eq!(c["polling_knob"], "haltpoll.guest_halt_poll_ns");
+    assert_eq!(c["cpuidle_driver"], "haltpoll");
+    assert_eq!(c["idle_states"], serde_json::json!(["POLL", "haltpoll"]));
+    assert_eq!(j["cpus"]["offline"], serde_json::json!([1]));
+}
+
+#[test]
+fn info_bad_root_is_an_error() {
+    pmlab()
+        .args(["info", "--root", "/nonexistent/pmlab"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("pmlab: error: --root"));
+}
+
+/// Mount tracefs at /sys/kernel/tracing when it is not mounted (as pmlab record would).
+fn ensure_tracefs() {
+    let mounts = sys("/proc/mounts");
+    if !mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+    {
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tracefs failed");
+    }
+}
+
+#[test]
+fn info_real_machine_json() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the project's machines run tests as root)");
+        return;
+    }
+    ensure_tracefs();
+    let j = json(&["info", "--json"]);
+    let driver = sys("/sys/devices/system/cpu/cpuidle/current_driver");
+    assert_eq!(j["cpuidle"]["driver"], driver.as_str());
+    let cpus = j["cpuidle"]["cpus"].as_array().unwrap();
+    if driver == "haltpoll" {
+        assert_eq!(cpus.len(), 2, "{}", j["cpuidle"]);
+        for c in cpus {
+            let states = c["states"].as_array().unwrap();
+            assert_eq!(states.len(), 2, "{c}");
+            for s in states {
+                assert!(s["usage"].as_u64().unwrap() > 0, "{s}");
+            }
+        }
+        assert_eq!(
+            j["capabilities"]["polling_knob"],
+            "haltpoll.guest_halt_poll_ns"
+        );
+    } else {
+        // This boot has no cpuidle driver (KVM without KVM_HINTS_REALTIME and
+        // cpuidle_haltpoll.force=N): no states, and info must say why.
+        eprintln!("note: cpuidle driver is {driver:?}, not haltpoll, on this boot");
+        let has_states = Path::new("/sys/devices/system/cpu/cpu0/cpuidle").exists();
+        assert_eq!(cpus.is_empty(), !has_states);
+        assert_eq!(j["capabilities"]["polling_knob"], Value::Null);
+        let idle = j["capabilities"]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["area"] == "idle")
+            .unwrap();
+        assert!(idle["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cpuidle_haltpoll.force"));
+    }
+    let params = j["haltpoll"]["parameters"].as_object().unwrap();
+    let mut names: Vec<&str> = params.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "guest_halt_poll_allow_shrink",
+            "guest_halt_poll_grow",
+            "guest_halt_poll_grow_start",
+            "guest_halt_poll_ns",
+            "guest_halt_poll_shrink"
+        ]
+    );
+    assert_eq!(
+        params["guest_halt_poll_ns"],
+        sys("/sys/module/haltpoll/parameters/guest_halt_poll_ns").as_str()
+    );
+    let hp: Vec<u64> = j["cpus"]["hotpluggable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(hp.contains(&1) && !hp.contains(&0), "{hp:?}");
+    assert_eq!(j["capabilities"]["hotplug_cpus"], serde_json::json!([1]));
+    assert_eq!(j["tracefs"]["mounted"], true);
+    assert_eq!(j["tracefs"]["writable"], true, "{}", j["tracefs"]);
+    assert_eq!(j["capabilities"]["trace_writable"], true);
+    assert_eq!(j["virt"]["hypervisor_flag"], true);
+    assert_eq!(j["hotplug_states"][0]["name"], "offline");
+    assert_eq!(
+        j["kernel"]["release"],
+        sys("/proc/sys/kernel/osrelease").as_str()
+    );
+}
+
+#[test]
+fn info_real_machine_human_output() {
+    let out = text(&["info"]);
+    for want in [
+        "System",
+        "cpuidle",
+        "haltpoll",
+        "What pmlab can do here",
+        "hotplug",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn info_as_nobody_says_needs_root_and_exits_0() {
+    if !is_root() {
+        eprintln!("skipped: needs root to switch to nobody");
+        return;
+    }
+    ensure_tracefs();
+    let bin = assert_cmd::cargo::cargo_bin("pmlab");
+    let run = |json: bool| {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .arg("info");
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = run(false);
+    assert!(out.contains("needs root"), "{out}");
+    assert!(out.contains("not root"), "{out}");
+    let j: Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(j["is_root"], false);
+    assert_eq!(j["sched_features"]["status"], "needs root");
+    assert_eq!(j["tracefs"]["needs_root"], true);
+    assert_eq!(j["tracefs"]["writable"], false);
+    assert_eq!(j["capabilities"]["trace_writable"], false);
+    // world-readable items are still there
+    assert!(j["haltpoll"]["parameters"]["guest_halt_poll_ns"].is_string());
+    assert!(j["hotplug_states"].is_array());
+}

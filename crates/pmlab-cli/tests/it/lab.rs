@@ -585,15 +585,47 @@ fn results_compare_and_export() {
         .starts_with("experiment,run,configuration,knobs,workload,round,order,warmup"));
     assert!(lines.count() >= 3 * 4, "{text}");
 
+    // Parquet: one file per table, read back by pyarrow (scripts/setup.sh installs it) and
+    // checked against the CSV export's metric rows.
+    let pq = dir.path().join("pq");
     let out = pmlab()
-        .args(["results", "--db", &db, "export", "2", "--format", "parquet"])
+        .args([
+            "results", "--db", &db, "export", "2", "--format", "parquet", "-o",
+        ])
+        .arg(&pq)
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out).lines().count(), 4, "{}", stdout_of(&out));
+    let csv_metric_rows = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.contains(",,,,,"))
+        .count();
+    let script = r#"
+import sys, pyarrow.parquet as pq
+d, n = sys.argv[1], int(sys.argv[2])
+e = pq.read_table(f"{d}/experiment-2-experiment.parquet").to_pylist()
+assert len(e) == 1 and e[0]["experiment"] == 2 and e[0]["kind"] == "compare", e
+c = pq.read_table(f"{d}/experiment-2-configurations.parquet").to_pylist()
+assert [r["configuration"] for r in c] == ["A", "B"] and c[0]["knob"] is None, c
+r = pq.read_table(f"{d}/experiment-2-runs.parquet").to_pydict()
+assert r["warmup"][:2] == [True, True] and set(r["status"]) == {"ok"}, r
+m = pq.read_table(f"{d}/experiment-2-metrics.parquet").to_pydict()
+assert len(m["value"]) == n, (len(m["value"]), n)
+assert set(m["run"]) <= set(r["run"]) and all(v == v for v in m["value"])
+print("ok")
+"#;
+    let py = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&pq)
+        .arg(csv_metric_rows.to_string())
+        .output()
+        .unwrap();
     assert!(
-        stderr_of(&out).contains("parquet export is not built in"),
-        "{}",
-        stderr_of(&out)
+        py.status.success(),
+        "pyarrow read (scripts/setup.sh installs it): {}",
+        String::from_utf8_lossy(&py.stderr)
     );
 
     let out = pmlab()

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::interim::{self, InterimTracer};
 use super::lab::{MachineGuard, Progress};
 use super::states::{HotplugState, StateTable};
 use super::sysfs::{CpuFiles, Direction};
+use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Paths};
 
 /// Which states to walk.
@@ -179,7 +179,7 @@ pub fn run_inject(
     let table = StateTable::read(&sys_cpu)?;
     let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
     let tracer = if opts.trace {
-        Some(InterimTracer::start(&opts.paths.tracefs())?)
+        Some(LabTracer::start(&opts.paths)?)
     } else {
         None
     };
@@ -243,12 +243,22 @@ pub fn run_inject(
         }
     }
     if let Some(t) = tracer {
-        let events = t.stop()?;
-        for a in &mut attempts {
+        let timed: Vec<TimedOp> = attempts
+            .iter()
+            .map(|a| TimedOp {
+                cpu: a.cpu,
+                direction: a.direction,
+                start_ns: a.start_ns,
+                end_ns: a.end_ns,
+            })
+            .collect();
+        let (traces, trace_notes) = t.finish(&timed, &table)?;
+        notes.extend(trace_notes);
+        for (a, tr) in attempts.iter_mut().zip(traces) {
             if a.outcome != InjectOutcome::RolledBack {
                 continue;
             }
-            match interim::breakdown(&events, a.cpu, a.direction, a.start_ns, a.end_ns, &table) {
+            match tr {
                 Some(tr) => {
                     a.rollback_ns = Some(a.end_ns.saturating_sub(tr.failure_ns(a.start_ns)));
                     a.rollback_steps = Some(tr.rollback_steps());

@@ -12,11 +12,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::boost::{BoostCgroup, BoostMode};
-use super::interim::{self, InterimTracer};
 use super::loaders::{LoaderCommand, LoaderKind, Loaders};
 use super::states::StateTable;
 use super::sysfs::{errno_meaning, read_trimmed, write_value, CpuFiles, Direction, TimedWrite};
 use super::trace::OpTrace;
+use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
 
 /// What to run.
@@ -192,7 +192,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
         guard.set_rcu_expedited(false)?;
     }
     let tracer = if opts.trace {
-        Some(InterimTracer::start(&opts.paths.tracefs())?)
+        Some(LabTracer::start(&opts.paths)?)
     } else {
         None
     };
@@ -287,16 +287,19 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
     }
     guard.set_rcu_expedited(false)?;
     if let Some(t) = tracer {
-        let events = t.stop()?;
-        for op in &mut ops {
-            op.trace = interim::breakdown(
-                &events,
-                op.cpu,
-                op.direction,
-                op.start_ns,
-                op.end_ns,
-                &states,
-            );
+        let timed: Vec<TimedOp> = ops
+            .iter()
+            .map(|o| TimedOp {
+                cpu: o.cpu,
+                direction: o.direction,
+                start_ns: o.start_ns,
+                end_ns: o.end_ns,
+            })
+            .collect();
+        let (traces, trace_notes) = t.finish(&timed, &states)?;
+        notes.extend(trace_notes);
+        for (op, tr) in ops.iter_mut().zip(traces) {
+            op.trace = tr;
         }
         let missing = ops.iter().filter(|o| o.trace.is_none()).count();
         if missing > 0 {

@@ -51,6 +51,28 @@ pub struct LoaderCommand {
 }
 
 impl LoaderCommand {
+    /// One instance of `kind` from system tools: a shell busy loop, `cyclictest` (one
+    /// thread, 1 ms), `perf bench sched messaging` (one group).
+    pub fn system_tool(kind: LoaderKind) -> LoaderCommand {
+        let sh = |script: &str| LoaderCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+        };
+        match kind {
+            LoaderKind::Spin => sh("while :; do :; done"),
+            LoaderKind::Wakeup => LoaderCommand {
+                program: "cyclictest".into(),
+                args: ["-q", "-t", "1", "-i", "1000"].map(String::from).to_vec(),
+            },
+            LoaderKind::Messaging => LoaderCommand {
+                program: "perf".into(),
+                args: ["bench", "sched", "messaging", "-g", "1", "-l", "100000000"]
+                    .map(String::from)
+                    .to_vec(),
+            },
+        }
+    }
+
     /// One instance of `kind` run by the pmlab binary `exe` until stopped.
     pub fn pmlab_run(exe: PathBuf, kind: LoaderKind) -> LoaderCommand {
         // A day is "until stopped": the lab always stops its loaders.

@@ -7,7 +7,6 @@
 
 pub mod boost;
 pub mod inject;
-pub mod interim;
 pub mod lab;
 pub mod loaders;
 pub mod report;
@@ -15,6 +14,7 @@ pub mod states;
 pub mod store;
 pub mod sysfs;
 pub mod trace;
+pub mod tracer;
 
 use std::path::{Path, PathBuf};
 
@@ -102,31 +102,7 @@ impl Mitigation {
     }
 }
 
-/// Parse a CPU list ("1", "0-3,5"), sorted and deduplicated.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.trim().is_empty()) {
-        let part = part.trim();
-        let bad = || format!("bad CPU list {s:?}: {part:?} is not N or N-M");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().map_err(|_| bad())?;
-                let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                if a > b {
-                    return Err(format!("bad CPU list {s:?}: range {part:?} is reversed"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("empty CPU list {s:?}"));
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
+pub use pmlab_kernel::cpulist::{format_cpu_list, parse_cpu_list};
 
 /// Paths of the kernel files the lab uses, under a root ("/" or a fake tree).
 #[derive(Debug, Clone)]
@@ -192,25 +168,6 @@ pub fn check_cpus(sys_cpu: &Path, cpus: &[u32]) -> Result<(), HotplugError> {
     Ok(())
 }
 
-/// "0-3,5" from a sorted list.
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -242,16 +199,6 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_parse_and_format() {
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(parse_cpu_list("0-3,5,2").unwrap(), vec![0, 1, 2, 3, 5]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
-        assert!(parse_cpu_list("").is_err());
-        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5]), "0-3,5");
-    }
 
     #[test]
     fn configurations_put_the_baseline_first() {

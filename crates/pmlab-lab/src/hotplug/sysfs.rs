@@ -231,6 +231,10 @@ pub(crate) fn write_value(path: &Path, value: &str) -> Result<(), HotplugError> 
 pub fn online_cpus(sys_cpu: &Path) -> Result<Vec<u32>, HotplugError> {
     let path = sys_cpu.join("online");
     let v = read_trimmed(&path)?;
+    if v.is_empty() {
+        // The kernel's list parser refuses an empty list; sysfs writes one for "none".
+        return Ok(Vec::new());
+    }
     super::parse_cpu_list(&v).map_err(|what| HotplugError::Parse { path, what })
 }
 

@@ -1,6 +1,8 @@
 //! What the lab keeps of an operation's trace: its span and its steps (by hotplug/states
-//! name and callback), where each ran, exclusive times, arch part and rollback.
+//! name and callback), where each ran, exclusive times, arch part and rollback — built from
+//! `pmlab_analysis::hotplug` operations.
 
+use pmlab_analysis::hotplug::Operation;
 use serde::Serialize;
 
 /// One cpuhp step of one operation.
@@ -44,6 +46,29 @@ pub struct OpTrace {
 }
 
 impl OpTrace {
+    /// The lab's view of an analysed operation.
+    pub fn from_operation(op: &Operation) -> OpTrace {
+        let steps = op
+            .steps
+            .iter()
+            .map(|s| StepTime {
+                state: s.state,
+                name: s.name.clone().unwrap_or_else(|| "?".into()),
+                callback: s.callback.clone(),
+                exec_cpu: s.exec_cpu,
+                on_target: s.on_target,
+                start_ns: s.start_ns,
+                duration_ns: s.duration_ns,
+                exclusive_ns: s.exclusive_ns,
+                ret: s.ret,
+                arch: s.arch,
+                rollback: s.rollback,
+                nested: s.depth > 0,
+            })
+            .collect();
+        OpTrace::new(op.start_ns, op.end_ns, steps)
+    }
+
     pub fn new(first_ns: u64, last_ns: u64, steps: Vec<StepTime>) -> OpTrace {
         let steps_sum_ns = steps.iter().map(|s| s.exclusive_ns).sum();
         let arch_ns = steps

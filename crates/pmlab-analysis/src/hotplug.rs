@@ -1,0 +1,1026 @@
+//! Hotplug steps: CPU offline/online operations from the `cpuhp` tracepoints, each step named
+//! by its callback and `hotplug/states`, nested steps resolved, control CPU vs target, the
+//! steps' sum checked against each operation's span, and the slowest steps across operations.
+//!
+//! A step is a `cpuhp_enter`/`cpuhp_multi_enter` … `cpuhp_exit` pair of one task (the idle
+//! task is told apart by CPU). A step that runs inside another step's span (the AP thread's
+//! steps inside the control CPU's `cpuhp_kick_ap_work` or bring-up) is nested in it; a step's
+//! exclusive time is its duration minus its direct children's. An operation is the set of
+//! top-level steps of one write: given as time windows by a caller that timed the writes, or
+//! inferred from the trace (see [`analyze`]).
+
+use std::collections::HashMap;
+
+use pmlab_trace::{FieldRef, Trace};
+use serde::Serialize;
+
+/// Offline (down) or online (up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Offline,
+    Online,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Offline => "offline",
+            Direction::Online => "online",
+        }
+    }
+}
+
+/// One callback invocation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// Hotplug state number (`idx`).
+    pub state: i32,
+    /// Its name in `hotplug/states`, when the table was given.
+    pub name: Option<String>,
+    /// The callback symbol (hex address when the trace has no kallsyms).
+    pub callback: String,
+    /// From `cpuhp_multi_enter` (one instance of a multi-instance state).
+    pub multi: bool,
+    /// The CPU and task it ran on.
+    pub exec_cpu: u32,
+    pub pid: i32,
+    /// Ran on the CPU being plugged (else on the control CPU).
+    pub on_target: bool,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// Duration minus the steps nested directly inside it.
+    pub exclusive_ns: u64,
+    /// Time its task was switched out during the step (None without `sched_switch`).
+    pub off_cpu_ns: Option<u64>,
+    pub ret: i32,
+    /// Part of the arch bring-up/teardown (kick_ap … ap:online, cpu:teardown).
+    pub arch: bool,
+    /// Undoing an earlier step after a failure (moves against the operation's direction).
+    pub rollback: bool,
+    /// Nesting depth: 0 for top-level steps.
+    pub depth: u32,
+    /// False when the trace ended before its `cpuhp_exit`.
+    pub complete: bool,
+}
+
+impl Step {
+    pub fn end_ns(&self) -> u64 {
+        self.start_ns + self.duration_ns
+    }
+}
+
+/// One offline or online operation of one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Operation {
+    pub cpu: u32,
+    pub direction: Direction,
+    /// First step's start and last step's end.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub span_ns: u64,
+    /// Sum of the steps' exclusive times (the span minus the gaps between top-level steps).
+    pub steps_sum_ns: u64,
+    /// steps_sum / span.
+    pub coverage: f64,
+    /// Exclusive time of steps on the control CPU and on the target.
+    pub control_ns: u64,
+    pub target_ns: u64,
+    /// Exclusive time in arch steps, and in the rest.
+    pub arch_ns: u64,
+    pub rest_ns: u64,
+    /// A step returned an error or was rolled back.
+    pub failed: bool,
+    /// Every step has its exit.
+    pub complete: bool,
+    /// The task that made the write (first top-level step's task).
+    pub control_pid: i32,
+    pub steps: Vec<Step>,
+}
+
+impl Operation {
+    /// The step with the most exclusive time.
+    pub fn slowest(&self) -> Option<&Step> {
+        self.steps.iter().max_by_key(|s| s.exclusive_ns)
+    }
+    pub fn rollback_steps(&self) -> usize {
+        self.steps.iter().filter(|s| s.rollback).count()
+    }
+    /// When the failure happened: the end of the last forward step before the first rollback
+    /// step (the operation's start when none ran before it).
+    pub fn failure_ns(&self) -> u64 {
+        let first_rb = self
+            .steps
+            .iter()
+            .filter(|s| s.rollback)
+            .map(|s| s.start_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+        self.steps
+            .iter()
+            .filter(|s| !s.rollback && s.end_ns() <= first_rb)
+            .map(|s| s.end_ns())
+            .max()
+            .unwrap_or(self.start_ns)
+    }
+}
+
+/// A step across operations of one direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepStat {
+    pub direction: Direction,
+    pub state: i32,
+    pub name: Option<String>,
+    pub callback: String,
+    pub count: usize,
+    /// Of the exclusive time.
+    pub p50_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+}
+
+/// Per-direction totals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DirectionSummary {
+    pub direction: Direction,
+    pub operations: usize,
+    pub failed: usize,
+    pub p50_span_ns: u64,
+    pub max_span_ns: u64,
+    pub p50_control_ns: u64,
+    pub p50_target_ns: u64,
+    pub p50_arch_ns: u64,
+    /// Operations that did not fail whose steps cover less than `MIN_COVERAGE` of the span.
+    pub below_coverage: usize,
+    pub min_coverage: f64,
+}
+
+/// What [`analyze`] found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HotplugReport {
+    pub operations: Vec<Operation>,
+    pub summary: Vec<DirectionSummary>,
+    /// Slowest steps per direction by p50 of exclusive time (at most [`TOP_STEPS`] each).
+    pub slowest: Vec<StepStat>,
+    /// The coverage an operation must reach for its steps to "add up".
+    pub min_coverage: f64,
+    pub notes: Vec<String>,
+}
+
+/// Steps must cover this share of the span.
+pub const MIN_COVERAGE: f64 = 0.98;
+/// Slowest steps kept per direction.
+pub const TOP_STEPS: usize = 10;
+
+/// The trace lacks the events this analysis needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("hotplug: the trace has no {}; record them with `pmlab record -e cpuhp -e sched:sched_switch -- ...`", .missing.join(", "))]
+pub struct Missing {
+    pub missing: Vec<String>,
+}
+
+/// An operation's time window, as timed around the write by the caller (same clock as the
+/// trace). Steps whose top-level ancestor starts inside it belong to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub cpu: u32,
+    pub direction: Direction,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Every operation in the trace, inferred: per CPU, top-level steps are split into
+/// operations where the control task changes, or where, after a step that succeeded, a step
+/// begins a fresh walk: down from the online state (the highest state seen), or up from at or
+/// below where a downward walk ended (a rollback re-runs the states above it).
+/// `states`: `hotplug/states` as (number, name), for names and the arch part.
+pub fn analyze(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<HotplugReport, Missing> {
+    let steps = extract(trace, states)?;
+    let mut ops = Vec::new();
+    for (cpu, steps) in steps.per_cpu {
+        ops.extend(infer_operations(cpu, steps));
+    }
+    Ok(finish(ops, steps.notes))
+}
+
+/// Like [`analyze`], with one operation per window (in the windows' order; a window without
+/// steps gives no operation).
+pub fn analyze_windows(
+    trace: &Trace,
+    states: Option<&[(u32, String)]>,
+    windows: &[Window],
+) -> Result<(HotplugReport, Vec<Option<usize>>), Missing> {
+    let ex = extract(trace, states)?;
+    // Per CPU: window indices sorted by start.
+    let mut by_cpu: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (k, w) in windows.iter().enumerate() {
+        by_cpu.entry(w.cpu).or_default().push(k);
+    }
+    for v in by_cpu.values_mut() {
+        v.sort_by_key(|&k| windows[k].start_ns);
+    }
+    let mut groups: Vec<Vec<Step>> = vec![Vec::new(); windows.len()];
+    for (cpu, steps) in ex.per_cpu {
+        let Some(ks) = by_cpu.get(&cpu) else { continue };
+        let mut current: Option<usize> = None;
+        for s in steps {
+            if s.depth == 0 {
+                // The last window starting at or before the step, if the step is inside it.
+                let n = ks.partition_point(|&k| windows[k].start_ns <= s.start_ns);
+                current = n
+                    .checked_sub(1)
+                    .map(|j| ks[j])
+                    .filter(|&k| s.start_ns <= windows[k].end_ns);
+            }
+            if let Some(k) = current {
+                groups[k].push(s);
+            }
+        }
+    }
+    let mut ops = Vec::new();
+    let mut index = Vec::with_capacity(windows.len());
+    for (w, g) in windows.iter().zip(groups) {
+        if g.is_empty() {
+            index.push(None);
+        } else {
+            index.push(Some(ops.len()));
+            ops.push(operation(w.cpu, Some(w.direction), g));
+        }
+    }
+    let report = finish_ordered(ops, ex.notes);
+    Ok((report, index))
+}
+
+struct Extracted {
+    per_cpu: std::collections::BTreeMap<u32, Vec<Step>>,
+    notes: Vec<String>,
+}
+
+struct Fields {
+    cpu: FieldRef,
+    target: FieldRef,
+    idx: FieldRef,
+    fun: FieldRef,
+}
+
+struct Open {
+    step: Step,
+    target: i32,
+    cpu: u32,
+}
+
+fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted, Missing> {
+    let enter = trace.event_id("cpuhp", "cpuhp_enter");
+    let multi = trace.event_id("cpuhp", "cpuhp_multi_enter");
+    let exit = trace.event_id("cpuhp", "cpuhp_exit");
+    let mut missing = Vec::new();
+    if enter.is_none() {
+        missing.push("cpuhp:cpuhp_enter".to_string());
+    }
+    if exit.is_none() {
+        missing.push("cpuhp:cpuhp_exit".to_string());
+    }
+    let (Some(enter), Some(exit)) = (enter, exit) else {
+        return Err(Missing { missing });
+    };
+    let enter_fields = |id: u16| -> Option<Fields> {
+        Some(Fields {
+            cpu: trace.field(id, "cpu")?,
+            target: trace.field(id, "target")?,
+            idx: trace.field(id, "idx")?,
+            fun: trace.field(id, "fun")?,
+        })
+    };
+    let bad = |what: &str| Missing {
+        missing: vec![format!(
+            "{what} with fields cpu, target, idx, fun / state, ret"
+        )],
+    };
+    let ef = enter_fields(enter).ok_or_else(|| bad("cpuhp:cpuhp_enter"))?;
+    let mf = multi.and_then(enter_fields);
+    let (x_cpu, x_idx, x_ret) = (
+        trace
+            .field(exit, "cpu")
+            .ok_or_else(|| bad("cpuhp:cpuhp_exit"))?,
+        trace
+            .field(exit, "idx")
+            .ok_or_else(|| bad("cpuhp:cpuhp_exit"))?,
+        trace
+            .field(exit, "ret")
+            .ok_or_else(|| bad("cpuhp:cpuhp_exit"))?,
+    );
+    let names: HashMap<i32, &str> = states
+        .unwrap_or(&[])
+        .iter()
+        .map(|(n, s)| (*n as i32, s.as_str()))
+        .collect();
+    let arch = ArchPart::new(states);
+    let ev = &trace.events;
+    let last_ts = ev.ts.last().copied().unwrap_or(0);
+    // Open steps per task; the idle task (pid 0) is one per CPU.
+    let mut open: HashMap<(i32, u32), Vec<Open>> = HashMap::new();
+    let mut done: Vec<(Step, i32, u32)> = Vec::new();
+    let mut orphan_exits = 0usize;
+    let mut cache: HashMap<u64, String> = HashMap::new();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        let task = (ev.pid[i], if ev.pid[i] == 0 { ev.cpu[i] } else { u32::MAX });
+        if id == enter || Some(id) == multi {
+            let f = if id == enter {
+                &ef
+            } else {
+                mf.as_ref().unwrap_or(&ef)
+            };
+            let addr = trace.u64_at(i, f.fun);
+            let callback = cache
+                .entry(addr)
+                .or_insert_with(|| match trace.sym(addr) {
+                    Some(s) => s.to_string(),
+                    None => format!("{addr:#x}"),
+                })
+                .clone();
+            let state = trace.i64_at(i, f.idx) as i32;
+            open.entry(task).or_default().push(Open {
+                target: trace.i64_at(i, f.target) as i32,
+                cpu: trace.u64_at(i, f.cpu) as u32,
+                step: Step {
+                    state,
+                    name: names.get(&state).map(|s| s.to_string()),
+                    callback,
+                    multi: id != enter,
+                    exec_cpu: ev.cpu[i],
+                    pid: ev.pid[i],
+                    on_target: false,
+                    start_ns: ev.ts[i],
+                    duration_ns: 0,
+                    exclusive_ns: 0,
+                    off_cpu_ns: None,
+                    ret: 0,
+                    arch: false,
+                    rollback: false,
+                    depth: 0,
+                    complete: false,
+                },
+            });
+        } else if id == exit {
+            let state = trace.i64_at(i, x_idx) as i32;
+            let cpu = trace.u64_at(i, x_cpu) as u32;
+            let stack = open.entry(task).or_default();
+            match stack
+                .iter()
+                .rposition(|o| o.step.state == state && o.cpu == cpu)
+            {
+                Some(k) => {
+                    // Anything opened after it by the same task lost its exit: drop it.
+                    let mut o = stack.remove(k);
+                    stack.truncate(k);
+                    o.step.duration_ns = ev.ts[i].saturating_sub(o.step.start_ns);
+                    o.step.ret = trace.i64_at(i, x_ret) as i32;
+                    o.step.complete = true;
+                    done.push((o.step, o.target, o.cpu));
+                }
+                None => orphan_exits += 1,
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    let mut unfinished = 0;
+    for (_, stack) in open {
+        for mut o in stack {
+            o.step.duration_ns = last_ts.saturating_sub(o.step.start_ns);
+            unfinished += 1;
+            done.push((o.step, o.target, o.cpu));
+        }
+    }
+    if unfinished > 0 {
+        notes.push(format!(
+            "{unfinished} step(s) have no cpuhp_exit (the trace ends first); their duration runs to the trace's end and their operations are marked incomplete"
+        ));
+    }
+    if orphan_exits > 0 {
+        notes.push(format!(
+            "{orphan_exits} cpuhp_exit event(s) without their enter (the trace began mid-step) were ignored"
+        ));
+    }
+    let off = OffCpu::new(trace);
+    let mut per_cpu: std::collections::BTreeMap<u32, Vec<(Step, i32)>> = Default::default();
+    for (mut s, target, cpu) in done {
+        s.on_target = s.exec_cpu == cpu;
+        s.arch = arch.contains(s.state, &s.callback);
+        s.off_cpu_ns = off
+            .as_ref()
+            .map(|o| o.during(s.pid, s.start_ns, s.end_ns()));
+        per_cpu.entry(cpu).or_default().push((s, target));
+    }
+    let per_cpu = per_cpu.into_iter().map(|(cpu, v)| (cpu, nest(v))).collect();
+    Ok(Extracted { per_cpu, notes })
+}
+
+/// Sort by start, set depth, exclusive times and the rollback marks' raw material (a step
+/// moving down has target < state). Returns steps with `rollback` holding "moves down".
+fn nest(mut v: Vec<(Step, i32)>) -> Vec<Step> {
+    v.sort_by(|a, b| {
+        a.0.start_ns
+            .cmp(&b.0.start_ns)
+            .then(b.0.duration_ns.cmp(&a.0.duration_ns))
+    });
+    let mut steps: Vec<Step> = Vec::with_capacity(v.len());
+    let mut stack: Vec<usize> = Vec::new();
+    let mut child_sum = vec![0u64; v.len()];
+    for (i, (mut s, target)) in v.into_iter().enumerate() {
+        while let Some(&top) = stack.last() {
+            if steps[top].end_ns() <= s.start_ns {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if let Some(&top) = stack.last() {
+            if s.end_ns() <= steps[top].end_ns() {
+                child_sum[top] += s.duration_ns;
+                s.depth = steps[top].depth + 1;
+            } else {
+                // Overlaps without being contained: not nested, but keep the stack honest.
+                stack.clear();
+            }
+        }
+        // Temporarily: rollback = "moves down" (target below its state).
+        s.rollback = target < s.state;
+        steps.push(s);
+        stack.push(i);
+    }
+    for (s, c) in steps.iter_mut().zip(child_sum) {
+        s.exclusive_ns = s.duration_ns.saturating_sub(c);
+    }
+    steps
+}
+
+fn moves_down(s: &Step) -> bool {
+    s.rollback
+}
+
+/// Split a CPU's steps (in start order) into operations.
+fn infer_operations(cpu: u32, steps: Vec<Step>) -> Vec<Operation> {
+    let online_state = steps.iter().map(|s| s.state).max().unwrap_or(0);
+    let mut groups: Vec<Vec<Step>> = Vec::new();
+    let mut prev: Option<Step> = None;
+    for s in steps {
+        if s.depth > 0 {
+            if let Some(g) = groups.last_mut() {
+                g.push(s);
+            } else {
+                groups.push(vec![s]);
+            }
+            continue;
+        }
+        let fresh = match &prev {
+            None => true,
+            Some(a) => {
+                a.pid != s.pid
+                    || (a.ret == 0
+                        && ((moves_down(&s) && s.state == online_state)
+                            || (!moves_down(&s) && moves_down(a) && s.state <= a.state)))
+            }
+        };
+        if fresh {
+            groups.push(Vec::new());
+        }
+        prev = Some(s.clone());
+        groups.last_mut().expect("a group").push(s);
+    }
+    groups
+        .into_iter()
+        .map(|g| operation(cpu, None, g))
+        .collect()
+}
+
+fn operation(cpu: u32, direction: Option<Direction>, mut steps: Vec<Step>) -> Operation {
+    steps.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.duration_ns)));
+    let first_top = steps.iter().find(|s| s.depth == 0).unwrap_or(&steps[0]);
+    let direction = direction.unwrap_or(if moves_down(first_top) {
+        Direction::Offline
+    } else {
+        Direction::Online
+    });
+    let control_pid = first_top.pid;
+    for s in &mut steps {
+        let down = moves_down(s);
+        s.rollback = match direction {
+            Direction::Offline => !down,
+            Direction::Online => down,
+        };
+    }
+    let start_ns = steps.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let end_ns = steps.iter().map(|s| s.end_ns()).max().unwrap_or(start_ns);
+    let sum = |f: &dyn Fn(&Step) -> bool| -> u64 {
+        steps.iter().filter(|s| f(s)).map(|s| s.exclusive_ns).sum()
+    };
+    let steps_sum_ns = sum(&|_| true);
+    let span_ns = end_ns - start_ns;
+    Operation {
+        cpu,
+        direction,
+        start_ns,
+        end_ns,
+        span_ns,
+        steps_sum_ns,
+        coverage: if span_ns == 0 {
+            1.0
+        } else {
+            steps_sum_ns as f64 / span_ns as f64
+        },
+        control_ns: sum(&|s| !s.on_target),
+        target_ns: sum(&|s| s.on_target),
+        arch_ns: sum(&|s| s.arch),
+        rest_ns: sum(&|s| !s.arch),
+        failed: steps.iter().any(|s| s.ret != 0 || s.rollback),
+        complete: steps.iter().all(|s| s.complete),
+        control_pid,
+        steps,
+    }
+}
+
+fn finish(mut ops: Vec<Operation>, notes: Vec<String>) -> HotplugReport {
+    ops.sort_by_key(|o| (o.start_ns, o.cpu));
+    finish_ordered(ops, notes)
+}
+
+fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport {
+    let mut summary = Vec::new();
+    let mut slowest = Vec::new();
+    for dir in [Direction::Offline, Direction::Online] {
+        let mine: Vec<&Operation> = ops.iter().filter(|o| o.direction == dir).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let p50 = |f: &dyn Fn(&Operation) -> u64| {
+            let mut v: Vec<u64> = mine.iter().map(|o| f(o)).collect();
+            median(&mut v)
+        };
+        // A failed operation has an untraced gap where the failure happened: not counted.
+        let below = mine
+            .iter()
+            .filter(|o| !o.failed && o.coverage < MIN_COVERAGE)
+            .count();
+        summary.push(DirectionSummary {
+            direction: dir,
+            operations: mine.len(),
+            failed: mine.iter().filter(|o| o.failed).count(),
+            p50_span_ns: p50(&|o| o.span_ns),
+            max_span_ns: mine.iter().map(|o| o.span_ns).max().unwrap_or(0),
+            p50_control_ns: p50(&|o| o.control_ns),
+            p50_target_ns: p50(&|o| o.target_ns),
+            p50_arch_ns: p50(&|o| o.arch_ns),
+            below_coverage: below,
+            min_coverage: mine
+                .iter()
+                .map(|o| o.coverage)
+                .fold(f64::INFINITY, f64::min),
+        });
+        if below > 0 {
+            notes.push(format!(
+                "{below} {} operation(s) have steps covering less than {:.0}% of their span",
+                dir.as_str(),
+                MIN_COVERAGE * 100.0
+            ));
+        }
+        let mut by: HashMap<(i32, &str), (Option<String>, Vec<u64>)> = HashMap::new();
+        for o in &mine {
+            for s in &o.steps {
+                by.entry((s.state, s.callback.as_str()))
+                    .or_insert_with(|| (s.name.clone(), Vec::new()))
+                    .1
+                    .push(s.exclusive_ns);
+            }
+        }
+        let mut stats: Vec<StepStat> = by
+            .into_iter()
+            .map(|((state, cb), (name, mut v))| StepStat {
+                direction: dir,
+                state,
+                name,
+                callback: cb.to_string(),
+                count: v.len(),
+                total_ns: v.iter().sum(),
+                max_ns: v.iter().copied().max().unwrap_or(0),
+                p50_ns: median(&mut v),
+            })
+            .collect();
+        stats.sort_by(|a, b| {
+            b.p50_ns
+                .cmp(&a.p50_ns)
+                .then(b.max_ns.cmp(&a.max_ns))
+                .then(a.state.cmp(&b.state))
+        });
+        stats.truncate(TOP_STEPS);
+        slowest.extend(stats);
+    }
+    HotplugReport {
+        operations: ops,
+        summary,
+        slowest,
+        min_coverage: MIN_COVERAGE,
+        notes,
+    }
+}
+
+fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[(v.len() - 1) / 2]
+}
+
+/// Which states are the arch part: `cpu:kick_ap` (or `cpu:bringup`) through `ap:online`, and
+/// `cpu:teardown`; without the table, the bring-up/teardown callbacks by name.
+struct ArchPart {
+    range: Option<(i32, i32)>,
+    teardown: Option<i32>,
+}
+
+impl ArchPart {
+    fn new(states: Option<&[(u32, String)]>) -> ArchPart {
+        let Some(st) = states else {
+            return ArchPart {
+                range: None,
+                teardown: None,
+            };
+        };
+        let num = |name: &str| st.iter().find(|(_, s)| s == name).map(|(n, _)| *n as i32);
+        let first = num("cpu:kick_ap").or_else(|| num("cpu:bringup"));
+        let last = num("ap:online");
+        ArchPart {
+            range: first.zip(last),
+            teardown: num("cpu:teardown"),
+        }
+    }
+    fn contains(&self, state: i32, callback: &str) -> bool {
+        match self.range {
+            Some((a, b)) => (a..=b).contains(&state) || self.teardown == Some(state),
+            None => matches!(
+                callback,
+                "cpuhp_kick_ap_alive" | "cpuhp_bringup_ap" | "bringup_cpu" | "takedown_cpu"
+            ),
+        }
+    }
+}
+
+/// Off-CPU intervals per task from `sched_switch`.
+struct OffCpu {
+    intervals: HashMap<i32, Vec<(u64, u64)>>,
+}
+
+impl OffCpu {
+    fn new(trace: &Trace) -> Option<OffCpu> {
+        let id = trace.event_id("sched", "sched_switch")?;
+        let prev = trace.field(id, "prev_pid")?;
+        let next = trace.field(id, "next_pid")?;
+        let mut out_at: HashMap<i32, u64> = HashMap::new();
+        let mut intervals: HashMap<i32, Vec<(u64, u64)>> = HashMap::new();
+        let ev = &trace.events;
+        for i in 0..ev.len() {
+            if ev.id[i] != id {
+                continue;
+            }
+            let (p, n) = (trace.i64_at(i, prev) as i32, trace.i64_at(i, next) as i32);
+            if p != 0 {
+                out_at.insert(p, ev.ts[i]);
+            }
+            if n != 0 {
+                if let Some(t) = out_at.remove(&n) {
+                    intervals.entry(n).or_default().push((t, ev.ts[i]));
+                }
+            }
+        }
+        Some(OffCpu { intervals })
+    }
+
+    fn during(&self, pid: i32, start: u64, end: u64) -> u64 {
+        if pid == 0 {
+            return 0;
+        }
+        self.intervals
+            .get(&pid)
+            .map(|v| {
+                v.iter()
+                    .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmlab_trace::format::parse_format;
+
+    const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+";
+
+    fn fmt(name: &str, id: u16, fields: &str) -> pmlab_trace::EventFormat {
+        let text =
+            format!("name: {name}\nID: {id}\nformat:\n{COMMON}\n{fields}\nprint fmt: \"x\"\n");
+        let mut f = parse_format(&text).unwrap();
+        f.system = if name.starts_with("sched") {
+            "sched"
+        } else {
+            "cpuhp"
+        }
+        .into();
+        f
+    }
+
+    const ENTER: &str = "\tfield:unsigned int cpu;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:int target;\toffset:12;\tsize:4;\tsigned:1;
+\tfield:int idx;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:void * fun;\toffset:24;\tsize:8;\tsigned:0;
+";
+    const EXIT: &str = "\tfield:unsigned int cpu;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:int state;\toffset:12;\tsize:4;\tsigned:1;
+\tfield:int idx;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:int ret;\toffset:20;\tsize:4;\tsigned:1;
+";
+    const SWITCH: &str = "\tfield:int prev_pid;\toffset:8;\tsize:4;\tsigned:1;
+\tfield:int next_pid;\toffset:12;\tsize:4;\tsigned:1;
+";
+
+    /// Builds a trace event by event (timestamps must rise).
+    struct B {
+        t: Trace,
+    }
+
+    impl B {
+        fn new(with_switch: bool) -> B {
+            let mut t = Trace::default();
+            for f in [
+                fmt("cpuhp_enter", 210, ENTER),
+                fmt("cpuhp_multi_enter", 209, ENTER),
+                fmt("cpuhp_exit", 208, EXIT),
+            ] {
+                t.formats.insert(f.id, f);
+            }
+            if with_switch {
+                let f = fmt("sched_switch", 300, SWITCH);
+                t.formats.insert(f.id, f);
+            }
+            let syms = [
+                (0x1000, "cpuhp_kick_ap_work"),
+                (0x2000, "sched_cpu_deactivate"),
+                (0x3000, "virtnet_cpu_down_prep"),
+                (0x4000, "takedown_cpu"),
+                (0x5000, "page_alloc_cpu_dead"),
+                (0x6000, "smpboot_create_threads"),
+                (0x7000, "cpuhp_bringup_ap"),
+                (0x8000, "kvm_online_cpu"),
+                (0x9000, "smpcfd_prepare_cpu"),
+            ];
+            t.kallsyms = syms.iter().map(|(a, s)| (*a, s.to_string())).collect();
+            B { t }
+        }
+        fn push(&mut self, ts: u64, cpu: u32, pid: i32, id: u16, body: &[u8]) {
+            let e = &mut self.t.events;
+            let mut rec = vec![0u8; 8];
+            rec[..2].copy_from_slice(&id.to_le_bytes());
+            rec[4..8].copy_from_slice(&pid.to_le_bytes());
+            rec.extend_from_slice(body);
+            e.off.push(e.raw.len() as u64);
+            e.len.push(rec.len() as u32);
+            e.raw.extend_from_slice(&rec);
+            e.ts.push(ts);
+            e.cpu.push(cpu);
+            e.pid.push(pid);
+            e.id.push(id);
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn enter(&mut self, ts: u64, on: u32, pid: i32, cpu: u32, target: i32, idx: i32, fun: u64) {
+            let mut b = Vec::new();
+            for v in [cpu as i32, target, idx, 0] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b.extend_from_slice(&fun.to_le_bytes());
+            self.push(ts, on, pid, 210, &b);
+        }
+        fn exit(&mut self, ts: u64, on: u32, pid: i32, cpu: u32, idx: i32, ret: i32) {
+            let mut b = Vec::new();
+            for v in [cpu as i32, idx - 1, idx, ret] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            self.push(ts, on, pid, 208, &b);
+        }
+        fn switch(&mut self, ts: u64, on: u32, prev: i32, next: i32) {
+            let mut b = Vec::new();
+            b.extend_from_slice(&prev.to_le_bytes());
+            b.extend_from_slice(&next.to_le_bytes());
+            self.push(ts, on, prev, 300, &b);
+        }
+        /// An offline of cpu1 by pid 9 on cpu0 at `t`: kick_ap_work wrapping two AP steps
+        /// (pid 20 on cpu1), then takedown and one dead step on the control CPU.
+        fn offline(&mut self, t: u64) {
+            self.enter(t + 100, 0, 9, 1, 144, 236, 0x1000);
+            self.enter(t + 200, 1, 20, 1, 144, 235, 0x2000);
+            self.exit(t + 500, 1, 20, 1, 235, 0);
+            self.enter(t + 510, 1, 20, 1, 144, 202, 0x3000);
+            self.exit(t + 900, 1, 20, 1, 202, 0);
+            self.exit(t + 1000, 0, 9, 1, 236, 0);
+            self.enter(t + 1005, 0, 9, 1, 0, 144, 0x4000);
+            self.exit(t + 1500, 0, 9, 1, 144, 0);
+            self.enter(t + 1501, 0, 9, 1, 0, 30, 0x5000);
+            self.exit(t + 1600, 0, 9, 1, 30, 0);
+        }
+        /// An online of cpu1 by `pid` on cpu0 at `t`: two control steps, the bring-up wrapping
+        /// an AP step.
+        fn online(&mut self, t: u64, pid: i32) {
+            self.enter(t, 0, pid, 1, 236, 1, 0x6000);
+            self.exit(t + 10, 0, pid, 1, 1, 0);
+            self.enter(t + 11, 0, pid, 1, 236, 83, 0x7000);
+            self.enter(t + 100, 1, 20, 1, 236, 147, 0x8000);
+            self.exit(t + 500, 1, 20, 1, 147, 0);
+            self.exit(t + 1000, 0, pid, 1, 83, 0);
+        }
+    }
+
+    fn states() -> Vec<(u32, String)> {
+        [
+            (0, "offline"),
+            (1, "threads:prepare"),
+            (30, "mm/page_alloc:pcp"),
+            (40, "smpcfd:prepare"),
+            (82, "cpu:kick_ap"),
+            (83, "cpu:bringup"),
+            (143, "ap:online"),
+            (144, "cpu:teardown"),
+            (147, "kvm/cpu:online"),
+            (202, "virtio/net:online"),
+            (235, "sched:active"),
+            (236, "online"),
+        ]
+        .iter()
+        .map(|(n, s)| (*n, s.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn nested_steps_make_one_offline_and_one_online_operation() {
+        let mut b = B::new(false);
+        b.offline(0);
+        b.online(5000, 30);
+        let st = states();
+        let r = analyze(&b.t, Some(&st)).unwrap();
+        assert_eq!(r.operations.len(), 2, "{:#?}", r.operations);
+        let off = &r.operations[0];
+        assert_eq!(off.direction, Direction::Offline);
+        assert_eq!((off.start_ns, off.end_ns, off.span_ns), (100, 1600, 1500));
+        assert_eq!(off.steps.len(), 5);
+        let kick = &off.steps[0];
+        assert_eq!(kick.callback, "cpuhp_kick_ap_work");
+        assert_eq!(kick.name.as_deref(), Some("online"));
+        assert_eq!(
+            (kick.duration_ns, kick.exclusive_ns, kick.depth),
+            (900, 900 - 300 - 390, 0)
+        );
+        let deact = &off.steps[1];
+        assert_eq!(deact.name.as_deref(), Some("sched:active"));
+        assert!(deact.on_target && deact.depth == 1 && !kick.on_target);
+        // Gaps of 5 and 1 ns between the top-level steps.
+        assert_eq!(off.steps_sum_ns, 1494);
+        assert!(off.coverage > MIN_COVERAGE);
+        assert_eq!(off.target_ns, 690);
+        assert_eq!(off.control_ns, 1494 - 690);
+        // cpu:teardown is arch; nothing else here is.
+        assert_eq!(off.arch_ns, 495);
+        assert!(!off.failed && off.complete);
+        let on = &r.operations[1];
+        assert_eq!(on.direction, Direction::Online);
+        assert_eq!(on.span_ns, 1000);
+        assert_eq!(on.steps_sum_ns, 999);
+        assert_eq!(on.arch_ns, 989 - 400);
+        assert_eq!(on.control_pid, 30);
+        assert_eq!(on.slowest().unwrap().callback, "cpuhp_bringup_ap");
+        assert_eq!(r.summary.len(), 2);
+        let top = r
+            .slowest
+            .iter()
+            .find(|s| s.direction == Direction::Offline)
+            .unwrap();
+        assert_eq!((top.callback.as_str(), top.p50_ns), ("takedown_cpu", 495));
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn repeated_cycles_by_one_task_split_into_operations() {
+        let mut b = B::new(false);
+        for k in 0..3u64 {
+            b.offline(k * 10_000);
+            b.online(k * 10_000 + 5000, 9);
+        }
+        let r = analyze(&b.t, None).unwrap();
+        let dirs: Vec<Direction> = r.operations.iter().map(|o| o.direction).collect();
+        assert_eq!(dirs.len(), 6, "{:#?}", r.operations);
+        assert!(dirs
+            .chunks(2)
+            .all(|c| c == [Direction::Offline, Direction::Online]));
+        // Without the table, the arch part comes from the callback names.
+        assert_eq!(r.operations[0].arch_ns, 495);
+        let s = &r.summary[0];
+        assert_eq!(
+            (s.operations, s.p50_span_ns, s.below_coverage),
+            (3, 1500, 0)
+        );
+    }
+
+    #[test]
+    fn a_missing_exit_at_the_end_marks_the_operation_incomplete() {
+        let mut b = B::new(true);
+        b.offline(0);
+        b.enter(5000, 0, 30, 1, 236, 1, 0x6000);
+        b.exit(5010, 0, 30, 1, 1, 0);
+        b.enter(5011, 0, 30, 1, 236, 83, 0x7000);
+        b.switch(9000, 1, 0, 5);
+        let r = analyze(&b.t, None).unwrap();
+        assert_eq!(r.operations.len(), 2);
+        let on = &r.operations[1];
+        assert!(!on.complete && r.operations[0].complete);
+        let last = on.steps.last().unwrap();
+        assert!(!last.complete);
+        assert_eq!(last.duration_ns, 9000 - 5011);
+        assert!(
+            r.notes.iter().any(|n| n.contains("no cpuhp_exit")),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
+    fn a_rolled_back_online_stays_one_failed_operation() {
+        let mut b = B::new(false);
+        // Up to 40, the injected failure, then back down to 1 (target 0), then a fresh online.
+        b.enter(100, 0, 30, 1, 236, 1, 0x6000);
+        b.exit(110, 0, 30, 1, 1, 0);
+        b.enter(111, 0, 30, 1, 236, 40, 0x9000);
+        b.exit(120, 0, 30, 1, 40, 0);
+        b.enter(130, 0, 30, 1, 0, 40, 0x9000);
+        b.exit(140, 0, 30, 1, 40, 0);
+        b.enter(141, 0, 30, 1, 0, 1, 0x6000);
+        b.exit(150, 0, 30, 1, 1, 0);
+        b.online(1000, 30);
+        let r = analyze(&b.t, None).unwrap();
+        assert_eq!(r.operations.len(), 2, "{:#?}", r.operations);
+        let failed = &r.operations[0];
+        assert!(failed.failed);
+        assert_eq!(failed.rollback_steps(), 2);
+        assert_eq!(failed.failure_ns(), 120);
+        assert!(!r.operations[1].failed);
+    }
+
+    #[test]
+    fn windows_decide_the_operations() {
+        let mut b = B::new(false);
+        b.offline(0);
+        b.online(5000, 9);
+        let w = |start, end, direction| Window {
+            cpu: 1,
+            direction,
+            start_ns: start,
+            end_ns: end,
+        };
+        let windows = [
+            w(0, 4000, Direction::Offline),
+            w(4000, 7000, Direction::Online),
+            w(8000, 9000, Direction::Offline),
+        ];
+        let (r, index) = analyze_windows(&b.t, None, &windows).unwrap();
+        assert_eq!(index, vec![Some(0), Some(1), None]);
+        assert_eq!(r.operations[0].steps.len(), 5);
+        assert_eq!(r.operations[1].steps.len(), 3);
+    }
+
+    #[test]
+    fn off_cpu_time_comes_from_sched_switch() {
+        let mut b = B::new(true);
+        b.enter(100, 0, 9, 1, 144, 236, 0x1000);
+        b.enter(200, 1, 20, 1, 144, 235, 0x2000);
+        b.switch(250, 1, 20, 0);
+        b.switch(450, 1, 0, 20);
+        b.exit(500, 1, 20, 1, 235, 0);
+        b.exit(600, 0, 9, 1, 236, 0);
+        let r = analyze(&b.t, None).unwrap();
+        let s = &r.operations[0].steps[1];
+        assert_eq!(s.off_cpu_ns, Some(200));
+        assert_eq!(r.operations[0].steps[0].off_cpu_ns, Some(0));
+    }
+
+    #[test]
+    fn a_trace_without_cpuhp_events_says_what_to_record() {
+        let t = Trace::default();
+        let e = analyze(&t, None).unwrap_err();
+        assert_eq!(e.missing, vec!["cpuhp:cpuhp_enter", "cpuhp:cpuhp_exit"]);
+        assert!(e.to_string().contains("pmlab record -e cpuhp"), "{e}");
+        let empty = analyze(&B::new(false).t, None).unwrap();
+        assert!(empty.operations.is_empty() && empty.summary.is_empty());
+    }
+}

@@ -1,0 +1,528 @@
+//! Idle residency: idle periods per CPU from `power:cpu_idle` enter/exit pairs, falling back
+//! to idle-task (pid 0) periods from `sched:sched_switch` for CPUs without `cpu_idle`; per CPU
+//! and state time, share, entries, residency summary, governor misses, all-CPUs-idle overlap.
+
+use crate::stats::Summary;
+use crate::table::{Cell, Table};
+use crate::{Missing, Options, Tabular};
+use pmlab_trace::Trace;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The state of an idle-task period (no cpuidle state known).
+pub const IDLE_TASK: u32 = u32::MAX;
+/// The state of a `cpu_idle` exit seen without its enter (idle since before the trace began).
+pub const UNKNOWN_STATE: u32 = u32::MAX - 1;
+const EXIT: u64 = 0xffff_ffff;
+
+/// One idle period of one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Period {
+    pub cpu: u32,
+    pub state: u32,
+    pub start: u64,
+    pub end: u64,
+    /// Began before the trace (exit seen without an enter): starts at the trace's first event.
+    pub open_start: bool,
+    /// No exit before the trace's end: ends at the trace's last event.
+    pub open_end: bool,
+}
+
+impl Period {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+    pub fn complete(&self) -> bool {
+        !self.open_start && !self.open_end
+    }
+}
+
+/// Where a CPU's idle periods come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// `power:cpu_idle` enter/exit pairs.
+    CpuIdle,
+    /// Idle-task (pid 0) periods from `sched:sched_switch`: `cpu_idle` is missing for this CPU.
+    IdleTask,
+    /// Neither: no idle information for this CPU.
+    None,
+}
+
+impl Source {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Source::CpuIdle => "cpu_idle",
+            Source::IdleTask => "idle task (fallback)",
+            Source::None => "none",
+        }
+    }
+}
+
+/// The idle periods of a trace, per CPU, with the trace span.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Periods {
+    pub t0: u64,
+    pub t1: u64,
+    pub source: BTreeMap<u32, Source>,
+    pub by_cpu: BTreeMap<u32, Vec<Period>>,
+    pub notes: Vec<String>,
+}
+
+impl Periods {
+    pub fn span(&self) -> u64 {
+        self.t1.saturating_sub(self.t0)
+    }
+}
+
+#[derive(Default, Clone)]
+struct Track {
+    open: Option<(u64, u32)>,
+    seen: bool,
+    periods: Vec<Period>,
+}
+
+impl Track {
+    fn enter(&mut self, cpu: u32, ts: u64, state: u32) {
+        if self.open.is_some() {
+            self.close(cpu, ts, 0);
+        }
+        self.open = Some((ts, state));
+        self.seen = true;
+    }
+    /// Close the open period at `ts`; an exit seen first means idle since `t0`.
+    fn close(&mut self, cpu: u32, ts: u64, t0: u64) -> bool {
+        if let Some((start, state)) = self.open.take() {
+            self.periods.push(Period {
+                cpu,
+                state,
+                start,
+                end: ts,
+                open_start: false,
+                open_end: false,
+            });
+            true
+        } else if !self.seen {
+            self.seen = true;
+            self.periods.push(Period {
+                cpu,
+                state: UNKNOWN_STATE,
+                start: t0,
+                end: ts,
+                open_start: true,
+                open_end: false,
+            });
+            true
+        } else {
+            false
+        }
+    }
+    fn finish(&mut self, cpu: u32, t1: u64) {
+        if let Some((start, state)) = self.open.take() {
+            self.periods.push(Period {
+                cpu,
+                state,
+                start,
+                end: t1,
+                open_start: false,
+                open_end: true,
+            });
+        }
+    }
+}
+
+/// Idle periods of every CPU of the trace (those `opts` selects).
+pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
+    let ev = &trace.events;
+    let idle_id = trace.event_id("power", "cpu_idle");
+    let sw_id = trace.event_id("sched", "sched_switch");
+    if idle_id.is_none() && sw_id.is_none() {
+        return Err(Missing::new(
+            "idle",
+            &["power:cpu_idle", "sched:sched_switch"],
+        ));
+    }
+    let f_state = idle_id.and_then(|id| trace.field(id, "state"));
+    let f_cpu = idle_id.and_then(|id| trace.field(id, "cpu_id"));
+    let f_prev = sw_id.and_then(|id| trace.field(id, "prev_pid"));
+    let f_next = sw_id.and_then(|id| trace.field(id, "next_pid"));
+    let t0 = ev.ts.first().copied().unwrap_or(0);
+    let t1 = ev.ts.last().copied().unwrap_or(0);
+    let ncpu = (trace.cpus as usize).max(ev.cpu.iter().map(|&c| c as usize + 1).max().unwrap_or(0));
+    let mut ci = vec![Track::default(); ncpu];
+    let mut it = vec![Track::default(); ncpu];
+    let mut has_events = vec![false; ncpu];
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        let c = ev.cpu[i] as usize;
+        has_events[c] = true;
+        if Some(id) == idle_id {
+            let (Some(fs), Some(fc)) = (f_state, f_cpu) else {
+                continue;
+            };
+            let cpu = trace.u64_at(i, fc) as usize;
+            if cpu >= ci.len() {
+                ci.resize(cpu + 1, Track::default());
+            }
+            let state = trace.u64_at(i, fs);
+            if state == EXIT {
+                ci[cpu].close(cpu as u32, ev.ts[i], t0);
+            } else {
+                ci[cpu].enter(cpu as u32, ev.ts[i], state as u32);
+            }
+        } else if Some(id) == sw_id {
+            let (Some(fp), Some(fnx)) = (f_prev, f_next) else {
+                continue;
+            };
+            if trace.i64_at(i, fp) == 0 {
+                it[c].close(c as u32, ev.ts[i], t0);
+            }
+            it[c].seen = true;
+            if trace.i64_at(i, fnx) == 0 {
+                it[c].enter(c as u32, ev.ts[i], IDLE_TASK);
+            }
+        }
+    }
+    let mut p = Periods {
+        t0,
+        t1,
+        ..Default::default()
+    };
+    let n = ci.len().max(it.len());
+    let mut fallback = Vec::new();
+    let mut none = Vec::new();
+    for cpu in 0..n {
+        if !opts.wants(cpu as u32) {
+            continue;
+        }
+        let c = cpu as u32;
+        let (src, mut track) = if ci.get(cpu).is_some_and(|t| t.seen) {
+            (Source::CpuIdle, std::mem::take(&mut ci[cpu]))
+        } else if it.get(cpu).is_some_and(|t| t.seen) {
+            fallback.push(c);
+            (Source::IdleTask, std::mem::take(&mut it[cpu]))
+        } else {
+            if cpu < trace.cpus as usize || has_events.get(cpu) == Some(&true) {
+                none.push(c);
+            }
+            p.source.insert(c, Source::None);
+            continue;
+        };
+        track.finish(c, t1);
+        p.source.insert(c, src);
+        p.by_cpu.insert(c, track.periods);
+    }
+    if !fallback.is_empty() {
+        let why = if idle_id.is_none() {
+            "the trace has no power:cpu_idle events"
+        } else {
+            "power:cpu_idle never fired for them"
+        };
+        p.notes.push(format!(
+            "CPU {}: idle time from idle-task (pid 0) periods in sched_switch, because {why} \
+             (on this kernel some CPUs never emit cpu_idle); no per-state split there",
+            list(&fallback)
+        ));
+    }
+    if !none.is_empty() {
+        p.notes.push(format!(
+            "CPU {}: no cpu_idle and no sched_switch events: idle time unknown (excluded from the all-idle overlap)",
+            list(&none)
+        ));
+    }
+    Ok(p)
+}
+
+fn list(cpus: &[u32]) -> String {
+    pmlab_kernel::cpulist::format_cpu_list(cpus)
+}
+
+/// One idle state of one CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateRow {
+    pub state: u32,
+    pub name: String,
+    pub time_ns: u64,
+    /// Of the trace's span.
+    pub share: f64,
+    /// Periods entered during the trace.
+    pub entries: u64,
+    /// Residency of complete periods (entered and exited within the trace).
+    pub residency: Summary,
+    /// Governor misses: too deep (`above`) and too shallow (`below`); None when unknown.
+    pub above: Option<u64>,
+    pub below: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuRow {
+    pub cpu: u32,
+    pub source: Source,
+    pub idle_ns: u64,
+    pub share: f64,
+    pub entries: u64,
+    pub states: Vec<StateRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleReport {
+    pub span_ns: u64,
+    pub cpus: Vec<CpuRow>,
+    /// Time during which every CPU with idle information was idle at once.
+    pub all_idle_ns: u64,
+    pub all_idle_share: f64,
+    pub all_idle_cpus: Vec<u32>,
+    /// Where the miss counts come from: "cpu_idle_miss", "target residencies" or "unavailable".
+    pub misses_from: String,
+    pub notes: Vec<String>,
+}
+
+/// The idle analysis.
+pub fn analyze(trace: &Trace, opts: &Options) -> Result<IdleReport, Missing> {
+    let p = periods(trace, opts)?;
+    Ok(report(trace, opts, &p))
+}
+
+/// The idle report from already computed periods.
+pub fn report(trace: &Trace, opts: &Options, p: &Periods) -> IdleReport {
+    let span = p.span().max(1);
+    let mut notes = p.notes.clone();
+    let (miss_counts, misses_from) = misses(trace, opts, p);
+    let mut cpus = Vec::new();
+    for (&cpu, src) in &p.source {
+        let periods = p.by_cpu.get(&cpu).map(|v| v.as_slice()).unwrap_or(&[]);
+        let mut by_state: BTreeMap<u32, (u64, u64, Vec<u64>)> = BTreeMap::new();
+        for q in periods {
+            let e = by_state.entry(q.state).or_default();
+            e.0 += q.len();
+            e.1 += u64::from(!q.open_start);
+            if q.complete() {
+                e.2.push(q.len());
+            }
+        }
+        let mut states = Vec::new();
+        for (state, (time, entries, mut res)) in by_state {
+            let m = miss_counts
+                .as_ref()
+                .map(|m| m.get(&(cpu, state)).copied().unwrap_or_default());
+            states.push(StateRow {
+                state,
+                name: if state == UNKNOWN_STATE {
+                    "unknown (began before trace)".into()
+                } else {
+                    opts.state_name(state)
+                },
+                time_ns: time,
+                share: time as f64 / span as f64,
+                entries,
+                residency: Summary::of(&mut res),
+                above: m.map(|m| m.0),
+                below: m.map(|m| m.1),
+            });
+        }
+        let idle: u64 = states.iter().map(|s| s.time_ns).sum();
+        cpus.push(CpuRow {
+            cpu,
+            source: *src,
+            idle_ns: idle,
+            share: idle as f64 / span as f64,
+            entries: states.iter().map(|s| s.entries).sum(),
+            states,
+        });
+    }
+    let all: Vec<u32> = p
+        .source
+        .iter()
+        .filter(|(_, s)| **s != Source::None)
+        .map(|(c, _)| *c)
+        .collect();
+    let all_idle = overlap(p, &all);
+    if misses_from == "unavailable" {
+        notes.push(
+            "governor misses: the trace has no power:cpu_idle_miss and no idle-state table with target residencies was given".into(),
+        );
+    }
+    IdleReport {
+        span_ns: p.span(),
+        cpus,
+        all_idle_ns: all_idle,
+        all_idle_share: all_idle as f64 / span as f64,
+        all_idle_cpus: all,
+        misses_from: misses_from.into(),
+        notes,
+    }
+}
+
+/// Time during which all of `cpus` are idle at once.
+pub fn overlap(p: &Periods, cpus: &[u32]) -> u64 {
+    if cpus.is_empty() {
+        return 0;
+    }
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for c in cpus {
+        for q in p.by_cpu.get(c).into_iter().flatten() {
+            edges.push((q.start, 1));
+            edges.push((q.end, -1));
+        }
+    }
+    // at equal times, ends before starts: touching periods do not overlap
+    edges.sort_unstable();
+    let (mut n, mut since, mut total) = (0i32, 0u64, 0u64);
+    for (ts, d) in edges {
+        if n == cpus.len() as i32 {
+            total += ts - since;
+        }
+        n += d;
+        since = ts;
+    }
+    total
+}
+
+type MissMap = BTreeMap<(u32, u32), (u64, u64)>;
+
+fn misses(trace: &Trace, opts: &Options, p: &Periods) -> (Option<MissMap>, &'static str) {
+    if let Some(id) = trace.event_id("power", "cpu_idle_miss") {
+        let (Some(fc), Some(fs), Some(fb)) = (
+            trace.field(id, "cpu_id"),
+            trace.field(id, "state"),
+            trace.field(id, "below"),
+        ) else {
+            return (None, "unavailable");
+        };
+        let mut m = MissMap::new();
+        for i in 0..trace.events.len() {
+            if trace.events.id[i] != id {
+                continue;
+            }
+            let e = m
+                .entry((trace.u64_at(i, fc) as u32, trace.u64_at(i, fs) as u32))
+                .or_default();
+            if trace.u64_at(i, fb) != 0 {
+                e.1 += 1;
+            } else {
+                e.0 += 1;
+            }
+        }
+        return (Some(m), "cpu_idle_miss");
+    }
+    let Some(states) = &opts.states else {
+        return (None, "unavailable");
+    };
+    let targets: Vec<(u32, u64)> = states
+        .iter()
+        .filter_map(|(k, s)| s.target_residency_ns.map(|t| (*k, t)))
+        .collect();
+    if targets.is_empty() {
+        return (None, "unavailable");
+    }
+    let mut m = MissMap::new();
+    for (cpu, ps) in &p.by_cpu {
+        for q in ps
+            .iter()
+            .filter(|q| q.complete() && q.state < UNKNOWN_STATE)
+        {
+            let e = m.entry((*cpu, q.state)).or_default();
+            let r = q.len();
+            if targets.iter().any(|(s, t)| *s == q.state && r < *t) {
+                e.0 += 1;
+            } else if targets.iter().any(|(s, t)| *s > q.state && r >= *t) {
+                e.1 += 1;
+            }
+        }
+    }
+    (Some(m), "target residencies")
+}
+
+impl Tabular for IdleReport {
+    fn tables(&self) -> Vec<Table> {
+        let mut cpu = Table::new(
+            "idle_cpus",
+            "Idle per CPU",
+            &[
+                "cpu",
+                "source",
+                "idle_ms",
+                "share_pct",
+                "entries",
+                "entries_per_s",
+            ],
+            1,
+        );
+        let secs = self.span_ns as f64 / 1e9;
+        for c in &self.cpus {
+            cpu.row(vec![
+                c.cpu.into(),
+                c.source.label().into(),
+                (c.idle_ns as f64 / 1e6).into(),
+                (c.share * 100.0).into(),
+                c.entries.into(),
+                if secs > 0.0 {
+                    Cell::Float(c.entries as f64 / secs)
+                } else {
+                    Cell::Empty
+                },
+            ]);
+        }
+        cpu.row(vec![
+            "all".into(),
+            "overlap".into(),
+            (self.all_idle_ns as f64 / 1e6).into(),
+            (self.all_idle_share * 100.0).into(),
+            Cell::Empty,
+            Cell::Empty,
+        ]);
+        let mut st = Table::new(
+            "idle_states",
+            "Idle residency per CPU and state (µs)",
+            &[
+                "cpu",
+                "state",
+                "time_ms",
+                "share_pct",
+                "entries",
+                "min_us",
+                "mean_us",
+                "p50_us",
+                "p99_us",
+                "max_us",
+                "above",
+                "below",
+            ],
+            2,
+        );
+        for c in &self.cpus {
+            for s in &c.states {
+                let r = &s.residency;
+                let some = r.n > 0;
+                let u = |v: f64| {
+                    if some {
+                        Cell::Float(v / 1e3)
+                    } else {
+                        Cell::Empty
+                    }
+                };
+                st.row(vec![
+                    c.cpu.into(),
+                    s.name.clone().into(),
+                    (s.time_ns as f64 / 1e6).into(),
+                    (s.share * 100.0).into(),
+                    s.entries.into(),
+                    u(r.min_ns as f64),
+                    u(r.mean_ns),
+                    u(r.p50_ns as f64),
+                    u(r.p99_ns as f64),
+                    u(r.max_ns as f64),
+                    s.above.into(),
+                    s.below.into(),
+                ]);
+            }
+        }
+        vec![cpu, st]
+    }
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+}

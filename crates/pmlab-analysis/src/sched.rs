@@ -1,0 +1,152 @@
+//! Scheduling latency: wakeup latency (`sched_waking` → the `sched_switch` that runs the
+//! task) and run-queue waits of preempted tasks (switched out runnable → switched back in),
+//! per task and overall, as percentiles.
+
+use crate::stats::Summary;
+use crate::table::Table;
+use crate::{Missing, Options, Tabular};
+use pmlab_trace::Trace;
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskRow {
+    /// `comm:pid`, or "all".
+    pub task: String,
+    pub wakeup: Summary,
+    pub runq: Summary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SchedReport {
+    pub overall: TaskRow,
+    /// The tasks with the most wakeups (at most `Options::top`).
+    pub tasks: Vec<TaskRow>,
+    pub notes: Vec<String>,
+}
+
+/// The scheduling latency analysis.
+pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
+    let missing = || Missing::new("sched", &["sched:sched_waking", "sched:sched_switch"]);
+    let sw = trace
+        .event_id("sched", "sched_switch")
+        .ok_or_else(missing)?;
+    let wk = trace.event_id("sched", "sched_waking");
+    let f = |id: u16, n: &str| trace.field(id, n).ok_or_else(missing);
+    let (f_prev, f_state, f_next, f_next_comm) = (
+        f(sw, "prev_pid")?,
+        f(sw, "prev_state")?,
+        f(sw, "next_pid")?,
+        f(sw, "next_comm")?,
+    );
+    let wf = match wk {
+        Some(id) => Some((id, f(id, "pid")?, f(id, "target_cpu").ok())),
+        None => None,
+    };
+    let ev = &trace.events;
+    let mut woken: HashMap<i32, u64> = HashMap::new();
+    let mut queued: HashMap<i32, u64> = HashMap::new();
+    let mut lat: HashMap<i32, (Vec<u64>, Vec<u64>)> = HashMap::new();
+    let mut names: HashMap<i32, String> = HashMap::new();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if let Some((wid, fp, ft)) = wf {
+            if id == wid {
+                let target = ft.map(|f| trace.i64_at(i, f) as u32).unwrap_or(ev.cpu[i]);
+                if opts.wants(target) {
+                    woken.entry(trace.i64_at(i, fp) as i32).or_insert(ev.ts[i]);
+                }
+                continue;
+            }
+        }
+        if id != sw {
+            continue;
+        }
+        let ts = ev.ts[i];
+        let prev = trace.i64_at(i, f_prev) as i32;
+        if prev != 0 && trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(ev.cpu[i]) {
+            queued.insert(prev, ts);
+        }
+        let next = trace.i64_at(i, f_next) as i32;
+        if next == 0 {
+            continue;
+        }
+        if let Some(t) = woken.remove(&next) {
+            lat.entry(next).or_default().0.push(ts - t);
+            queued.remove(&next);
+        } else if let Some(t) = queued.remove(&next) {
+            lat.entry(next).or_default().1.push(ts - t);
+        } else {
+            continue;
+        }
+        names
+            .entry(next)
+            .or_insert_with(|| trace.str_at(i, f_next_comm).to_string());
+    }
+    let (mut all_w, mut all_q) = (Vec::new(), Vec::new());
+    let mut tasks: Vec<TaskRow> = lat
+        .into_iter()
+        .map(|(pid, (mut w, mut q))| {
+            all_w.extend_from_slice(&w);
+            all_q.extend_from_slice(&q);
+            TaskRow {
+                task: format!("{}:{pid}", names.get(&pid).map_or("?", |s| s.as_str())),
+                wakeup: Summary::of(&mut w),
+                runq: Summary::of(&mut q),
+            }
+        })
+        .collect();
+    tasks.sort_by(|a, b| {
+        b.wakeup
+            .n
+            .cmp(&a.wakeup.n)
+            .then(b.runq.n.cmp(&a.runq.n))
+            .then(a.task.cmp(&b.task))
+    });
+    tasks.truncate(opts.top());
+    let mut notes = Vec::new();
+    if wk.is_none() {
+        notes.push("no sched:sched_waking events: wakeup latency unavailable (`pmlab record -e sched:sched_waking`)".into());
+    }
+    Ok(SchedReport {
+        overall: TaskRow {
+            task: "all".into(),
+            wakeup: Summary::of(&mut all_w),
+            runq: Summary::of(&mut all_q),
+        },
+        tasks,
+        notes,
+    })
+}
+
+impl Tabular for SchedReport {
+    fn tables(&self) -> Vec<Table> {
+        let mut t = Table::new(
+            "sched_latency",
+            "Scheduling latency (µs): wakeup = sched_waking → running; runq = preempted → running again",
+            &["task", "kind", "n", "min_us", "mean_us", "p50_us", "p99_us", "max_us"],
+            2,
+        );
+        for r in std::iter::once(&self.overall).chain(&self.tasks) {
+            for (kind, s) in [("wakeup", &r.wakeup), ("runq", &r.runq)] {
+                if s.n == 0 && r.task != "all" {
+                    continue;
+                }
+                t.row(vec![
+                    r.task.clone().into(),
+                    kind.into(),
+                    s.n.into(),
+                    (s.min_ns as f64 / 1e3).into(),
+                    (s.mean_ns / 1e3).into(),
+                    (s.p50_ns as f64 / 1e3).into(),
+                    (s.p99_ns as f64 / 1e3).into(),
+                    (s.max_ns as f64 / 1e3).into(),
+                ]);
+            }
+        }
+        vec![t]
+    }
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+}

@@ -1,0 +1,361 @@
+//! Unit tests of the analyses on small hand-built traces with known answers.
+
+use crate::all::{self, Extras};
+use crate::energy::{self, Model, ModelError};
+use crate::idle::{self, Source};
+use crate::testutil::{s, Builder, Std, EXIT, V};
+use crate::{freq, wakeups, Options, StateInfo};
+use std::collections::BTreeMap;
+
+fn marker(b: &mut Builder, ts: u64, cpu: u32) {
+    // any event: fixes the trace span
+    let id = b.event("ftrace", &format!("mark{ts}"), &[]);
+    b.push(ts, cpu, 1, id, &[]);
+}
+
+fn base() -> (Builder, Std) {
+    let mut b = Builder::new(2);
+    let e = b.std_events();
+    (b, e)
+}
+
+#[test]
+fn two_overlapping_idle_periods() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 10, 0, 1);
+    e.idle(&mut b, 50, 0, EXIT);
+    e.idle(&mut b, 30, 1, 2);
+    e.idle(&mut b, 70, 1, EXIT);
+    marker(&mut b, 100, 1);
+    let t = b.build();
+    let r = idle::analyze(&t, &Options::default()).unwrap();
+    assert_eq!(r.span_ns, 100);
+    assert_eq!(r.cpus[0].idle_ns, 40);
+    assert_eq!(r.cpus[1].idle_ns, 40);
+    assert_eq!(r.cpus[0].states[0].state, 1);
+    assert_eq!(r.cpus[1].states[0].residency.p50_ns, 40);
+    assert_eq!(r.all_idle_ns, 20);
+    assert!((r.all_idle_share - 0.2).abs() < 1e-12);
+    assert_eq!(r.cpus[0].source, Source::CpuIdle);
+}
+
+#[test]
+fn missing_exit_at_trace_end_and_exit_before_any_enter() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 5, 0, EXIT); // idle since before the trace
+    e.idle(&mut b, 80, 0, 1); // never exits
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let p = idle::periods(&t, &Options::default()).unwrap();
+    let ps = &p.by_cpu[&0];
+    assert_eq!(ps.len(), 2);
+    assert!(ps[0].open_start && ps[0].len() == 5);
+    assert!(ps[1].open_end && ps[1].len() == 20);
+    let r = idle::report(&t, &Options::default(), &p);
+    assert_eq!(r.cpus[0].idle_ns, 25);
+    let st1 = r.cpus[0].states.iter().find(|s| s.state == 1).unwrap();
+    assert_eq!(
+        (st1.entries, st1.residency.n),
+        (1, 0),
+        "a truncated period is no residency sample"
+    );
+    let w = wakeups::analyze(&t, &Options::default()).unwrap();
+    assert_eq!(w.cpus[0].exits, 1, "the open period has no exit");
+}
+
+#[test]
+fn idle_task_fallback_where_cpu_idle_is_missing() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 1);
+    e.idle(&mut b, 10, 0, 1);
+    e.idle(&mut b, 20, 0, EXIT);
+    e.switch(&mut b, 30, 1, (42, "work", 1), (0, "swapper/1"));
+    e.switch(&mut b, 60, 1, (0, "swapper/1", 0), (42, "work"));
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let r = idle::analyze(&t, &Options::default()).unwrap();
+    assert_eq!(r.cpus[1].source, Source::IdleTask);
+    assert_eq!(r.cpus[1].idle_ns, 30);
+    assert_eq!(r.cpus[1].states[0].name, "idle-task");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("CPU 1") && n.contains("idle-task")),
+        "{:?}",
+        r.notes
+    );
+    assert_eq!(r.all_idle_ns, 0);
+}
+
+fn wake_trace() -> pmlab_trace::Trace {
+    let (mut b, e) = base();
+    b.sym(0x1000, "ttwu_queue_wakelist");
+    b.sym(0x2000, "generic_smp_call_function_single_interrupt");
+    b.sym(0x3000, "tick_nohz_handler");
+    b.sym(0x4000, "zzz_end");
+    b.comm(42, "waker");
+    let send = |b: &mut Builder, ts| {
+        b.push(
+            ts,
+            0,
+            42,
+            e.send_cpu,
+            &[V::U(1), V::U(0x1010), V::U(0x2000)],
+        );
+    };
+    marker(&mut b, 0, 0);
+    // 1. x86 order: the IPI entry comes before the cpu_idle exit
+    e.idle(&mut b, 10, 1, 1);
+    e.waking(&mut b, 18, 0, 42, (77, "sleeper"), 1);
+    send(&mut b, 19);
+    b.push(20, 1, 0, e.csfs_entry, &[V::I(251)]);
+    e.idle(&mut b, 21, 1, EXIT);
+    e.switch(&mut b, 22, 1, (0, "swapper/1", 0), (77, "sleeper"));
+    e.switch(&mut b, 30, 1, (77, "sleeper", 1), (0, "swapper/1"));
+    // 2. the IPI entry comes after the exit
+    e.idle(&mut b, 40, 1, 1);
+    send(&mut b, 45);
+    e.idle(&mut b, 50, 1, EXIT);
+    b.push(51, 1, 0, e.csfs_entry, &[V::I(251)]);
+    e.switch(&mut b, 55, 1, (0, "swapper/1", 0), (77, "sleeper"));
+    e.switch(&mut b, 58, 1, (77, "sleeper", 1), (0, "swapper/1"));
+    // 3. the tick
+    e.idle(&mut b, 60, 1, 1);
+    b.push(70, 1, 0, e.timer_entry, &[V::I(236)]);
+    b.push(70, 1, 0, e.hrtimer, &[V::U(1), V::I(70), V::U(0x3000)]);
+    e.idle(&mut b, 71, 1, EXIT);
+    // 4. a polling wakeup without IPI
+    e.idle(&mut b, 80, 1, 0);
+    b.push(85, 0, 42, e.no_ipi, &[V::I(1)]);
+    e.idle(&mut b, 86, 1, EXIT);
+    e.switch(&mut b, 87, 1, (0, "swapper/1", 0), (77, "sleeper"));
+    // 5. an IRQ after the next switch is not this period's cause
+    e.idle(&mut b, 100, 1, 1);
+    e.idle(&mut b, 110, 1, EXIT);
+    e.switch(&mut b, 111, 1, (0, "swapper/1", 0), (77, "sleeper"));
+    b.push(112, 1, 0, e.irq, &[V::I(11), s("virtio0")]);
+    // 6. a device IRQ
+    e.idle(&mut b, 120, 1, 1);
+    b.push(125, 1, 0, e.irq, &[V::I(11), s("virtio0")]);
+    e.idle(&mut b, 126, 1, EXIT);
+    marker(&mut b, 1_000_000_000, 0);
+    b.build()
+}
+
+#[test]
+fn wakeup_causes_either_order() {
+    let t = wake_trace();
+    let w = wakeups::analyze(&t, &Options::default()).unwrap();
+    let cpu1 = w.cpus.iter().find(|c| c.cpu == 1).unwrap();
+    assert_eq!(cpu1.exits, 6);
+    assert_eq!(cpu1.by_kind.get("ipi"), Some(&2), "{:?}", w.causes);
+    assert_eq!(cpu1.by_kind.get("timer"), Some(&1));
+    assert_eq!(cpu1.by_kind.get("polling"), Some(&1));
+    assert_eq!(cpu1.by_kind.get("irq"), Some(&1));
+    assert_eq!(cpu1.by_kind.get("unknown"), Some(&1));
+    let ipi = w
+        .causes
+        .iter()
+        .find(|r| r.cpu == 1 && r.cause.kind == "ipi")
+        .unwrap();
+    assert_eq!(
+        ipi.cause.detail,
+        "call_function_single: remote wakeup (ttwu_queue_wakelist)"
+    );
+    assert_eq!(ipi.exits, 2);
+    assert_eq!(ipi.origin, Some(("waker:42".into(), 2)));
+    assert!((w.share(1, "ipi", "remote wakeup") - 2.0 / 6.0).abs() < 1e-12);
+    let timer = w
+        .causes
+        .iter()
+        .find(|r| r.cpu == 1 && r.cause.kind == "timer")
+        .unwrap();
+    assert_eq!(timer.cause.detail, "tick_nohz_handler");
+    let irq = w
+        .causes
+        .iter()
+        .find(|r| r.cpu == 1 && r.cause.kind == "irq")
+        .unwrap();
+    assert_eq!(irq.cause.detail, "virtio0");
+    assert_eq!(w.wakers[0].waker, "waker:42");
+    assert_eq!(w.wakers[0].wakee, "sleeper:77");
+}
+
+#[test]
+fn frequency_change_in_the_middle_of_an_idle_period() {
+    let (mut b, e) = base();
+    let f = |b: &mut Builder, ts, khz| b.push(ts, 0, 0, e.cpu_frequency, &[V::U(khz), V::U(0)]);
+    f(&mut b, 0, 1_000_000);
+    e.idle(&mut b, 10, 0, 0);
+    f(&mut b, 20, 2_000_000);
+    e.idle(&mut b, 30, 0, EXIT);
+    marker(&mut b, 40, 0);
+    let t = b.build();
+    let fr = freq::analyze(&t, &Options::default()).unwrap();
+    let c = &fr.cpus[0];
+    assert_eq!(
+        c.residency
+            .iter()
+            .map(|r| (r.khz, r.time_ns))
+            .collect::<Vec<_>>(),
+        [(1_000_000, 20), (2_000_000, 20)]
+    );
+    assert_eq!(c.avg_khz, 1_500_000.0);
+    let m = Model::from_toml(
+        r#"[[domain]]
+cpus = "0"
+wakeup_uj = 1.0
+idle_mw = { "0" = 10.0 }
+opp = [ { khz = 1000000, mw = 100.0 }, { khz = 2000000, mw = 300.0 } ]"#,
+        "m.toml",
+    )
+    .unwrap();
+    let p = idle::periods(&t, &Options::default()).unwrap();
+    let r = energy::analyze(&t, &Options::default(), &p, &m).unwrap();
+    let c = &r.cpus[0];
+    // active 10 ns at 1 GHz (100 mW) and 10 ns at 2 GHz (300 mW); idle 20 ns at 10 mW
+    assert!(
+        (c.active_mj - (100.0 * 10.0 + 300.0 * 10.0) / 1e9).abs() < 1e-15,
+        "{c:?}"
+    );
+    assert!((c.idle_mj - 10.0 * 20.0 / 1e9).abs() < 1e-15);
+    assert!((c.wakeup_mj - 1e-3).abs() < 1e-15);
+}
+
+#[test]
+fn energy_model_refusals() {
+    let bad = r#"[[domain]]
+name = "big"
+cpus = "0-1"
+opp = [ { khz = 500000, mw = 100.0 }, { khz = 900000, mw = 90.0 } ]"#;
+    let e = Model::from_toml(bad, "m.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("\"big\"") && msg.contains("900000 kHz") && msg.contains("does not rise"),
+        "{msg}"
+    );
+    let e = Model::from_toml("[[domain]]\ncpus = 3\n", "m.toml").unwrap_err();
+    assert!(matches!(e, ModelError::Parse { .. }), "{e}");
+    assert!(e.to_string().starts_with("m.toml:"), "{e}");
+    let e = Model::from_toml("[[domain]]\ncpus = \"0-x\"\n", "m.toml").unwrap_err();
+    assert!(e.to_string().contains("0-x"), "{e}");
+    let e = Model::from_toml("domain = []\n", "m.toml").unwrap_err();
+    assert!(e.to_string().contains("no [[domain]]"), "{e}");
+}
+
+#[test]
+fn lisa_plat_info_imports() {
+    let p = std::path::Path::new("/work/shared/fixtures/lisa_sched_load_plat_info.yml");
+    if !p.exists() {
+        eprintln!("skipped: {} not found", p.display());
+        return;
+    }
+    let m = Model::load(p).unwrap();
+    assert_eq!(m.domain.len(), 6);
+    let d0 = m.domain.iter().find(|d| d.cpus == "0").unwrap();
+    assert_eq!(d0.opp[0].khz, 450000);
+    assert_eq!(d0.opp[0].mw, 42.0);
+    assert_eq!(d0.idle_mw.get("WFI"), Some(&0.0));
+    assert_eq!(d0.idle_mw.get("2"), Some(&0.0));
+}
+
+#[test]
+fn missing_events_are_named_and_other_analyses_run() {
+    let (mut b, e) = base();
+    e.waking(&mut b, 1, 0, 1, (2, "x"), 0);
+    e.switch(&mut b, 2, 0, (1, "a", 0), (2, "x"));
+    let mut t = b.build();
+    t.formats
+        .retain(|_, f| f.name == "sched_waking" || f.name == "sched_switch");
+    let r = all::run(&t, &Options::default(), &[], Extras::default());
+    let fr = r.freq.as_ref().unwrap();
+    let all::Outcome::Missing { missing } = fr else {
+        panic!("freq should be missing")
+    };
+    assert!(
+        missing
+            .to_string()
+            .contains("pmlab record -e power:cpu_frequency"),
+        "{missing}"
+    );
+    assert!(matches!(r.haltpoll, Some(all::Outcome::Missing { .. })));
+    assert!(matches!(r.sched, Some(all::Outcome::Done(_))));
+    assert!(
+        matches!(r.idle, Some(all::Outcome::Done(_))),
+        "sched_switch gives the idle-task fallback"
+    );
+    let w = r.wakeups.as_ref().unwrap();
+    let all::Outcome::Missing { missing } = w else {
+        panic!("wakeups should be missing")
+    };
+    assert!(
+        missing.events.iter().any(|e| e.contains("irq_vectors")),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn governor_misses_from_events_and_from_target_residencies() {
+    let (mut b, e) = base();
+    let miss = b.event(
+        "power",
+        "cpu_idle_miss",
+        &[
+            ("cpu_id", crate::testutil::Ty::U32),
+            ("state", crate::testutil::Ty::U32),
+            ("below", crate::testutil::Ty::U8),
+        ],
+    );
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 10, 0, 2);
+    e.idle(&mut b, 11, 0, EXIT); // 1 ns in state 2: too deep
+    b.push(11, 0, 0, miss, &[V::U(0), V::U(2), V::U(0)]);
+    e.idle(&mut b, 20, 0, 1);
+    e.idle(&mut b, 1020, 0, EXIT); // 1000 ns in state 1: state 2 would have paid off
+    marker(&mut b, 2000, 0);
+    let t = b.build();
+    let r = idle::analyze(&t, &Options::default()).unwrap();
+    assert_eq!(r.misses_from, "cpu_idle_miss");
+    let s2 = r.cpus[0].states.iter().find(|s| s.state == 2).unwrap();
+    assert_eq!((s2.above, s2.below), (Some(1), Some(0)));
+    let mut t2 = t.clone();
+    t2.formats.retain(|_, f| f.name != "cpu_idle_miss");
+    let mut states = BTreeMap::new();
+    states.insert(
+        1,
+        StateInfo {
+            name: "C1".into(),
+            target_residency_ns: Some(2),
+        },
+    );
+    states.insert(
+        2,
+        StateInfo {
+            name: "C6".into(),
+            target_residency_ns: Some(500),
+        },
+    );
+    let opts = Options {
+        states: Some(states),
+        ..Default::default()
+    };
+    let r = idle::analyze(&t2, &opts).unwrap();
+    assert_eq!(r.misses_from, "target residencies");
+    let c6 = r.cpus[0].states.iter().find(|s| s.name == "C6").unwrap();
+    let c1 = r.cpus[0].states.iter().find(|s| s.name == "C1").unwrap();
+    assert_eq!((c6.above, c6.below), (Some(1), Some(0)));
+    assert_eq!((c1.above, c1.below), (Some(0), Some(1)));
+}
+
+#[test]
+fn cpus_option_selects() {
+    let t = wake_trace();
+    let opts = Options {
+        cpus: Some([1].into_iter().collect()),
+        ..Default::default()
+    };
+    let r = idle::analyze(&t, &opts).unwrap();
+    assert_eq!(r.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>(), [1]);
+}

@@ -1,0 +1,473 @@
+//! Text rendering of `pmlab info`: one section per area, idle states as a table,
+//! and the "what pmlab can do here" list.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use pmlab_kernel::cpulist::format_cpu_list;
+use pmlab_kernel::sysinfo::cpufreq::Policy;
+use pmlab_kernel::sysinfo::cpuidle::IdleState;
+use pmlab_kernel::sysinfo::{Capabilities, Item, SystemInfo};
+use std::fmt::{Display, Write};
+
+fn show<T: Display>(i: &Item<T>) -> String {
+    match i {
+        Item::Value(v) => v.to_string(),
+        Item::Unavailable(u) => u.to_string(),
+    }
+}
+
+fn show_list(i: &Item<Vec<u32>>) -> String {
+    match i {
+        Item::Value(v) if v.is_empty() => "-".into(),
+        Item::Value(v) => format_cpu_list(v),
+        Item::Unavailable(u) => u.to_string(),
+    }
+}
+
+fn opt<T: Display>(o: &Option<T>) -> String {
+    o.as_ref().map_or("-".into(), |v| v.to_string())
+}
+
+fn head(out: &mut String, title: &str) {
+    let _ = writeln!(out, "\n{title}");
+}
+
+fn kv(out: &mut String, k: &str, v: impl Display) {
+    let _ = writeln!(out, "  {k:<28} {v}");
+}
+
+/// Wrap words into lines of at most ~76 columns, indented.
+fn wrap(words: &[String]) -> String {
+    let mut lines = vec![String::new()];
+    for w in words {
+        let cur = lines.last_mut().unwrap();
+        if !cur.is_empty() && cur.len() + w.len() + 1 > 74 {
+            lines.push(w.clone());
+        } else {
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(w);
+        }
+    }
+    lines
+        .iter()
+        .map(|l| format!("    {l}\n"))
+        .collect::<String>()
+}
+
+fn seconds(us: Option<u64>) -> String {
+    us.map_or("-".into(), |t| format!("{:.3}", t as f64 / 1e6))
+}
+
+const STATE_HEADER: [&str; 13] = [
+    "cpu",
+    "state",
+    "name",
+    "desc",
+    "latency µs",
+    "residency µs",
+    "usage",
+    "time s",
+    "above",
+    "below",
+    "rejected",
+    "disabled",
+    "default",
+];
+
+/// One row per state index, counters summed over CPUs; `disabled` is true when any CPU
+/// disables it.
+fn summed_states(ci: &pmlab_kernel::sysinfo::cpuidle::Cpuidle) -> Vec<IdleState> {
+    let mut out: Vec<IdleState> = Vec::new();
+    let add = |a: &mut Option<u64>, b: Option<u64>| {
+        *a = match (*a, b) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        }
+    };
+    for cpu in &ci.cpus {
+        for s in &cpu.states {
+            match out.iter_mut().find(|o| o.index == s.index) {
+                None => out.push(s.clone()),
+                Some(o) => {
+                    add(&mut o.usage, s.usage);
+                    add(&mut o.time_us, s.time_us);
+                    add(&mut o.above, s.above);
+                    add(&mut o.below, s.below);
+                    add(&mut o.rejected, s.rejected);
+                    if s.disabled == Item::Value(true) {
+                        o.disabled = Item::Value(true);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn state_row(t: &mut Table, cpu: &str, s: &IdleState) {
+    let n = |v: Option<u64>| v.map_or("-".into(), |x| x.to_string());
+    let disabled = match &s.disabled {
+        Item::Value(true) => "yes".to_string(),
+        Item::Value(false) => "no".to_string(),
+        Item::Unavailable(u) => u.to_string(),
+    };
+    let cells = [
+        cpu.to_string(),
+        format!("state{}", s.index),
+        s.name.clone(),
+        s.desc.clone(),
+        n(s.latency_us),
+        n(s.residency_us),
+        n(s.usage),
+        seconds(s.time_us),
+        n(s.above),
+        n(s.below),
+        n(s.rejected),
+        disabled,
+        opt(&s.default_status),
+    ];
+    t.add_row(cells.into_iter().enumerate().map(|(i, c)| {
+        let cell = Cell::new(c);
+        if (4..11).contains(&i) {
+            cell.set_alignment(CellAlignment::Right)
+        } else {
+            cell
+        }
+    }));
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(header.to_vec());
+    t
+}
+
+fn indent(t: &Table) -> String {
+    t.to_string().lines().map(|l| format!("  {l}\n")).collect()
+}
+
+pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "System");
+    kv(&mut o, "kernel", show(&si.kernel.release));
+    kv(&mut o, "cmdline", show(&si.kernel.cmdline));
+    let mut cpu = show(&si.cpus.model);
+    if let (Some(v), Some(f), Some(m)) = (&si.cpus.vendor, si.cpus.family, si.cpus.model_number) {
+        let _ = write!(cpu, " ({v}, family {f} model {m}");
+        if let Some(s) = si.cpus.stepping {
+            let _ = write!(cpu, " stepping {s}");
+        }
+        cpu.push(')');
+    }
+    kv(&mut o, "cpu", cpu);
+    kv(
+        &mut o,
+        "user",
+        if si.is_root {
+            "root"
+        } else {
+            "not root (some items need root)"
+        },
+    );
+    if si.root != "/" {
+        kv(&mut o, "root", &si.root);
+    }
+
+    head(&mut o, "Virtualization");
+    let v = &si.virt;
+    kv(
+        &mut o,
+        "hypervisor",
+        match (&v.hypervisor, &v.hypervisor_source) {
+            (Some(h), Some(s)) => format!("{h} (from {s})"),
+            (Some(h), None) => h.clone(),
+            _ => "none (bare metal)".into(),
+        },
+    );
+    kv(
+        &mut o,
+        "hypervisor flag",
+        if v.hypervisor_flag { "yes" } else { "no" },
+    );
+    kv(
+        &mut o,
+        "clocksource",
+        format!(
+            "{} (available: {})",
+            opt(&v.clocksource),
+            v.available_clocksources.join(" ")
+        ),
+    );
+    if let Some(k) = &v.kvm_cpuid {
+        kv(&mut o, "KVM CPUID base", &k.base);
+        let _ = writeln!(o, "  KVM features ({}):", k.features_raw);
+        o.push_str(&wrap(&k.features));
+        let hints = if k.hints.is_empty() {
+            "none".into()
+        } else {
+            k.hints.join(" ")
+        };
+        kv(&mut o, "KVM hints", hints);
+    } else if let Some(n) = &v.kvm_cpuid_note {
+        kv(&mut o, "KVM CPUID", n);
+    }
+    if let Some(d) = &v.dmi_vendor {
+        kv(&mut o, "DMI", format!("{d} {}", opt(&v.dmi_product)));
+    }
+
+    head(&mut o, "CPUs");
+    let c = &si.cpus;
+    kv(&mut o, "present", show_list(&c.present));
+    kv(&mut o, "online", show_list(&c.online));
+    kv(
+        &mut o,
+        "offline",
+        if c.offline.is_empty() {
+            "-".into()
+        } else {
+            format_cpu_list(&c.offline)
+        },
+    );
+    kv(
+        &mut o,
+        "hot-pluggable",
+        if c.hotpluggable.is_empty() {
+            "none".into()
+        } else {
+            format_cpu_list(&c.hotpluggable)
+        },
+    );
+    if let Some(s) = &c.smt_control {
+        kv(&mut o, "smt control", s);
+    }
+    match &si.topology {
+        Item::Value(topo) if !topo.is_empty() => {
+            let mut t = table(&[
+                "cpu",
+                "package",
+                "die",
+                "cluster",
+                "core",
+                "thread siblings",
+            ]);
+            for x in topo {
+                t.add_row(vec![
+                    x.cpu.to_string(),
+                    opt(&x.package),
+                    opt(&x.die),
+                    opt(&x.cluster),
+                    opt(&x.core),
+                    format_cpu_list(&x.thread_siblings),
+                ]);
+            }
+            o.push_str(&indent(&t));
+        }
+        other => kv(&mut o, "topology", show(&other.clone().map(|_| "-"))),
+    }
+
+    head(&mut o, "cpuidle");
+    let ci = &si.cpuidle;
+    kv(&mut o, "driver", show(&ci.driver));
+    kv(&mut o, "governor", show(&ci.governor));
+    kv(
+        &mut o,
+        "available governors",
+        show(&ci.available_governors.clone().map(|g| g.join(" "))),
+    );
+    if ci.off == Some(true) {
+        kv(&mut o, "cpuidle.off", "1 (disabled on the command line)");
+    }
+    let rows: usize = ci.cpus.iter().map(|c| c.states.len()).sum();
+    if ci.cpus.is_empty() {
+        kv(&mut o, "idle states", "none");
+    } else if verbose || rows <= 16 {
+        let mut t = table(&STATE_HEADER);
+        for cpu in &ci.cpus {
+            for s in &cpu.states {
+                let label = if si.cpus.offline.contains(&cpu.cpu) {
+                    format!("{} (offline)", cpu.cpu)
+                } else {
+                    cpu.cpu.to_string()
+                };
+                state_row(&mut t, &label, s);
+            }
+        }
+        o.push_str(&indent(&t));
+    } else {
+        let cpus: Vec<u32> = ci.cpus.iter().map(|c| c.cpu).collect();
+        let mut t = table(&STATE_HEADER);
+        for s in summed_states(ci) {
+            state_row(&mut t, &format_cpu_list(&cpus), &s);
+        }
+        o.push_str(&indent(&t));
+        let _ = writeln!(o, "  (counters summed over CPUs; -v shows each CPU)");
+    }
+
+    if let Some(h) = &si.haltpoll {
+        head(&mut o, "haltpoll (/sys/module/haltpoll/parameters)");
+        for (k, v) in &h.parameters {
+            kv(&mut o, k, show(v));
+        }
+        if let Some(f) = h.driver_force {
+            kv(&mut o, "cpuidle_haltpoll.force", if f { "Y" } else { "N" });
+        }
+    }
+
+    head(&mut o, "cpufreq");
+    match &si.cpufreq {
+        None => kv(&mut o, "driver", "none"),
+        Some(cf) => {
+            kv(&mut o, "driver", opt(&cf.driver));
+            if let Some(s) = &cf.intel_pstate_status {
+                kv(&mut o, "intel_pstate", s);
+            }
+            if let Some(b) = cf.boost {
+                kv(&mut o, "boost", if b { "on" } else { "off" });
+            }
+            if let Some(p) = cf.policies.first() {
+                kv(
+                    &mut o,
+                    "available governors",
+                    p.available_governors.join(" "),
+                );
+                if let Some(e) = &p.available_epp {
+                    kv(&mut o, "available EPP", e.join(" "));
+                }
+            }
+            let mut t = table(&[
+                "policies", "cpus", "governor", "min MHz", "max MHz", "cur MHz", "EPP",
+            ]);
+            let mhz =
+                |k: Option<pmlab_kernel::KHz>| k.map_or("-".into(), |k| format!("{}", k.0 / 1000));
+            let epp = |p: &Policy| p.epp.as_ref().map_or("-".into(), show);
+            // group policies that share governor, limits and EPP (unless -v)
+            let mut groups: Vec<Vec<&Policy>> = Vec::new();
+            for p in &cf.policies {
+                let same = |q: &Policy| {
+                    q.governor == p.governor && q.min == p.min && q.max == p.max && epp(q) == epp(p)
+                };
+                match groups.iter_mut().find(|g| !verbose && same(g[0])) {
+                    Some(g) => g.push(p),
+                    None => groups.push(vec![p]),
+                }
+            }
+            for g in groups {
+                let ids: Vec<u32> = g.iter().map(|p| p.id).collect();
+                let mut cpus: Vec<u32> = g.iter().flat_map(|p| p.cpus.clone()).collect();
+                cpus.sort_unstable();
+                let curs: Vec<u64> = g.iter().filter_map(|p| p.cur.map(|k| k.0)).collect();
+                let cur = match (curs.iter().min(), curs.iter().max()) {
+                    (Some(a), Some(b)) if a != b => format!("{}-{}", a / 1000, b / 1000),
+                    (Some(a), _) => format!("{}", a / 1000),
+                    _ => "-".into(),
+                };
+                t.add_row(vec![
+                    format_cpu_list(&ids),
+                    format_cpu_list(&cpus),
+                    opt(&g[0].governor),
+                    mhz(g[0].min),
+                    mhz(g[0].max),
+                    cur,
+                    epp(g[0]),
+                ]);
+            }
+            o.push_str(&indent(&t));
+        }
+    }
+
+    head(&mut o, "powercap");
+    if si.powercap.is_empty() {
+        kv(&mut o, "zones", "none (no RAPL)");
+    } else {
+        let mut t = table(&["zone", "name", "energy_uj", "max range µJ"]);
+        for z in &si.powercap {
+            t.add_row(vec![
+                z.id.clone(),
+                z.name.clone(),
+                show(&z.energy_uj),
+                opt(&z.max_energy_range_uj),
+            ]);
+        }
+        o.push_str(&indent(&t));
+    }
+
+    head(&mut o, "Tracing and scheduler");
+    kv(&mut o, "tracefs", &si.tracefs.note);
+    match &si.sched_features {
+        Item::Value(f) => {
+            let off: Vec<&str> = f
+                .iter()
+                .filter(|x| !x.enabled)
+                .map(|x| x.name.as_str())
+                .collect();
+            kv(
+                &mut o,
+                "sched features",
+                format!("{} ({} off: {})", f.len(), off.len(), off.join(" ")),
+            );
+            if verbose {
+                let words: Vec<String> = f
+                    .iter()
+                    .map(|x| {
+                        if x.enabled {
+                            x.name.clone()
+                        } else {
+                            format!("NO_{}", x.name)
+                        }
+                    })
+                    .collect();
+                o.push_str(&wrap(&words));
+            }
+        }
+        other => kv(&mut o, "sched features", show(&other.clone().map(|_| ""))),
+    }
+    kv(
+        &mut o,
+        "rcu_expedited",
+        show(
+            &si.kernel
+                .rcu_expedited
+                .clone()
+                .map(|b| if b { 1 } else { 0 }),
+        ),
+    );
+    match &si.hotplug_states {
+        Item::Value(s) => {
+            let first = s
+                .first()
+                .map(|x| format!("{} {}", x.number, x.name))
+                .unwrap_or_default();
+            let last = s
+                .last()
+                .map(|x| format!("{} {}", x.number, x.name))
+                .unwrap_or_default();
+            kv(
+                &mut o,
+                "hotplug states",
+                format!(
+                    "{} ({first} … {last}){}",
+                    s.len(),
+                    if verbose { "" } else { "; -v lists them" }
+                ),
+            );
+            if verbose {
+                let words: Vec<String> = s
+                    .iter()
+                    .map(|x| format!("{}:{}", x.number, x.name))
+                    .collect();
+                o.push_str(&wrap(&words));
+            }
+        }
+        other => kv(&mut o, "hotplug states", show(&other.clone().map(|_| ""))),
+    }
+
+    head(&mut o, "What pmlab can do here");
+    for i in &caps.items {
+        let mark = if i.ok { "+" } else { "-" };
+        let _ = writeln!(o, "  {mark} {:<15} {}", i.area, i.summary);
+        let _ = writeln!(o, "  {:<17} {}", "", i.reason);
+    }
+    o
+}

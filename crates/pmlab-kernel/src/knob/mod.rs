@@ -1,0 +1,334 @@
+//! Kernel knobs (DESIGN.md §4-5): names declared as data ([`table`]), one generic engine
+//! ([`resolve`]), validation of every assignment before any write, and the journaled,
+//! always-restored [`Transaction`].
+
+pub mod file;
+pub mod journal;
+pub mod resolve;
+pub mod signal;
+pub mod table;
+mod txn;
+pub mod value;
+
+#[cfg(test)]
+mod tests;
+
+pub use resolve::{split_assignment, Target};
+pub use signal::{install_signal_restore, stop_requested};
+pub use table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
+pub use txn::Transaction;
+
+use crate::Root;
+use std::path::PathBuf;
+
+/// Why a knob operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KnobError {
+    /// A bad assignment or name; nothing was written.
+    #[error("`{assignment}`: {reason}")]
+    Invalid { assignment: String, reason: String },
+    /// A name that matches no knob here.
+    #[error("unknown knob `{name}`{hint}")]
+    Unknown { name: String, hint: String },
+    /// Another live pmlab process has this knob in its journal.
+    #[error("{knob} is in use by pmlab process {pid} (journal {journal}); nothing was written")]
+    Busy {
+        knob: String,
+        pid: i32,
+        journal: String,
+    },
+    /// A write failed; the knobs of this call already written were put back.
+    #[error("{knob}: {step} failed: {reason}; {rollback}")]
+    Write {
+        knob: String,
+        step: String,
+        reason: String,
+        rollback: String,
+    },
+    #[error("journal {path}: {reason}")]
+    Journal { path: String, reason: String },
+    #[error("restore incomplete: {0}")]
+    Restore(String),
+    #[error("interrupted by a signal: knobs are being restored")]
+    Interrupted,
+}
+
+/// One resolved write: a target and the exact string for it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: Target,
+    pub value: String,
+    /// The assignment it came from.
+    pub assignment: String,
+}
+
+/// A knob that resolves here, for `pmlab knob list`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KnobInfo {
+    pub name: String,
+    pub file: PathBuf,
+    pub value: String,
+    pub allowed: String,
+    pub unit: String,
+    pub scope: Scope,
+    pub writable: bool,
+    pub help: String,
+}
+
+/// Validate assignments without writing anything.
+pub fn validate(root: &Root, assignments: &[String]) -> Result<(), KnobError> {
+    plan(root, assignments).map(|_| ())
+}
+
+fn is_writable(t: &Target) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    t.def.writable
+        && std::fs::metadata(&t.path)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o222 != 0)
+}
+
+/// Resolve and check every assignment: names, CPUs, values, writability, duplicates,
+/// and that at least one CPU stays online. Nothing is written.
+pub fn plan(root: &Root, assignments: &[String]) -> Result<Vec<Plan>, KnobError> {
+    let mut plans: Vec<Plan> = Vec::new();
+    for a in assignments {
+        let (name, value) = split_assignment(a)?;
+        for t in resolve::resolve(root, name)? {
+            let bad = |reason: String| KnobError::Invalid {
+                assignment: a.clone(),
+                reason,
+            };
+            if !is_writable(&t) {
+                return Err(bad(format!("{} is not writable", t.path.display())));
+            }
+            let v = resolve::kernel_value(root, &t, value).map_err(|r| {
+                bad(if t.knob == name {
+                    r
+                } else {
+                    format!("{}: {r}", t.knob)
+                })
+            })?;
+            if let Some(p) = plans
+                .iter()
+                .find(|p| p.target.path == t.path && p.target.feature == t.feature)
+            {
+                if p.value != v {
+                    return Err(bad(format!(
+                        "{} is also set by `{}` to another value",
+                        t.knob, p.assignment
+                    )));
+                }
+                continue;
+            }
+            plans.push(Plan {
+                target: t,
+                value: v,
+                assignment: a.clone(),
+            });
+        }
+    }
+    check_online(root, &plans)?;
+    Ok(plans)
+}
+
+/// Refuse plans that would leave no CPU online.
+fn check_online(root: &Root, plans: &[Plan]) -> Result<(), KnobError> {
+    let mut online: Vec<(u32, bool)> = resolve::cpus(root)
+        .into_iter()
+        .map(|c| {
+            let f = root.path(&format!("/sys/devices/system/cpu/cpu{c}/online"));
+            let on = std::fs::read_to_string(f).map_or(true, |s| s.trim() != "0");
+            (c, on)
+        })
+        .collect();
+    let mut last = None;
+    for p in plans
+        .iter()
+        .filter(|p| p.target.def.access == Access::Online)
+    {
+        if let Some(e) = online.iter_mut().find(|e| Some(e.0) == p.target.cpu) {
+            e.1 = p.value == "1";
+            if p.value == "0" {
+                last = Some(p);
+            }
+        }
+    }
+    match last {
+        Some(p) if !online.iter().any(|e| e.1) => Err(KnobError::Invalid {
+            assignment: p.assignment.clone(),
+            reason: format!(
+                "offlining {} would leave no CPU online",
+                p.target.knob.replace("cpu.online@", "cpu")
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Current value of one resolved file, as shown to people (`1`/`0` for sched features).
+pub fn read_target(t: &Target) -> Result<String, KnobError> {
+    let raw = file::read_raw(&t.path, t.feature.as_deref()).map_err(|e| KnobError::Invalid {
+        assignment: t.knob.clone(),
+        reason: format!("reading {}: {}", t.path.display(), file::describe(&e)),
+    })?;
+    Ok(match &t.feature {
+        Some(f) if raw == *f => "1".into(),
+        Some(_) => "0".into(),
+        None => raw,
+    })
+}
+
+/// Values of every file `NAME[@CPUS]` stands for: (`knob@cpu`, value).
+pub fn read_all(root: &Root, name: &str) -> Result<Vec<(String, String)>, KnobError> {
+    resolve::resolve(root, name)?
+        .iter()
+        .map(|t| Ok((t.knob.clone(), read_target(t)?)))
+        .collect()
+}
+
+/// Current value of `NAME[@CPUS]`: the value when all its files agree, else
+/// `knob@0=a knob@1=b`.
+pub fn read(root: &Root, name: &str) -> Result<String, KnobError> {
+    let all = read_all(root, name)?;
+    if all.iter().all(|(_, v)| *v == all[0].1) {
+        Ok(all[0].1.clone())
+    } else {
+        Ok(all
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "))
+    }
+}
+
+/// A description of the allowed values of a target.
+pub fn allowed_text(root: &Root, t: &Target) -> String {
+    let fill = |p: &str| {
+        root.path(
+            &p.replace("{POLICY}", &t.policy.unwrap_or(0).to_string())
+                .replace("{CPU}", &t.cpu.unwrap_or(0).to_string()),
+        )
+    };
+    let read = |p: &str| std::fs::read_to_string(fill(p)).unwrap_or_default();
+    let mut s = match (t.ty, t.def.allowed) {
+        (Type::Bool, _) => "0|1".to_string(),
+        (_, Allowed::Range(a, b)) => format!("{a}..{b} {}", t.unit),
+        (_, Allowed::RangeFiles(a, b)) => {
+            format!("{}..{} {}", read(a).trim(), read(b).trim(), t.unit)
+        }
+        (_, Allowed::ListFile(p)) => value::list_words(&read(p)).join("|"),
+        (_, Allowed::ListFileOrRange(p, a, b)) => {
+            format!("{}|{a}..{b}", value::list_words(&read(p)).join("|"))
+        }
+        (Type::Int, _) if t.unit.is_empty() => "integer".into(),
+        (Type::Int, _) => format!("0.. {}", t.unit),
+        _ => "text".into(),
+    };
+    for w in t.def.words {
+        s.push('|');
+        s.push_str(w);
+    }
+    s.trim().to_string()
+}
+
+/// Every knob that resolves here (one entry per file), with its value and allowed values.
+pub fn list(root: &Root) -> Vec<KnobInfo> {
+    let mut names: Vec<String> = Vec::new();
+    for d in KNOBS {
+        match d.name {
+            "cpuidle.{STATE}.disable" => {
+                for cpu in resolve::cpus(root) {
+                    let dir = root.path(&format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle"));
+                    let mut states: Vec<(u32, String)> = std::fs::read_dir(dir)
+                        .map(|rd| {
+                            rd.flatten()
+                                .filter_map(|e| {
+                                    let k = e
+                                        .file_name()
+                                        .to_str()?
+                                        .strip_prefix("state")?
+                                        .parse()
+                                        .ok()?;
+                                    let n = std::fs::read_to_string(e.path().join("name")).ok()?;
+                                    Some((k, n.trim().to_string()))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    states.sort();
+                    for (k, n) in states {
+                        let n = if n.is_empty() || n.contains('.') {
+                            format!("state{k}")
+                        } else {
+                            n
+                        };
+                        names.push(format!("cpuidle.{n}.disable@{cpu}"));
+                    }
+                }
+            }
+            "sched.feature.{FEATURE}" => {
+                if *root == Root::system() {
+                    resolve::ensure_debugfs(root);
+                }
+                let text = std::fs::read_to_string(root.path(d.file)).unwrap_or_default();
+                for w in text.split_whitespace() {
+                    let f = w.strip_prefix("NO_").unwrap_or(w);
+                    names.push(format!("sched.feature.{f}"));
+                }
+            }
+            "sysfs:{PATH}" => {}
+            "{MODULE}.{PARAM}" => {
+                let mods = std::fs::read_dir(root.path("/sys/module"))
+                    .map(|rd| rd.flatten().collect::<Vec<_>>())
+                    .unwrap_or_default();
+                let mut found = Vec::new();
+                for m in mods {
+                    let Ok(params) = std::fs::read_dir(m.path().join("parameters")) else {
+                        continue;
+                    };
+                    for p in params.flatten() {
+                        use std::os::unix::fs::PermissionsExt;
+                        let w = p
+                            .metadata()
+                            .is_ok_and(|x| x.permissions().mode() & 0o200 != 0);
+                        let (mn, pn) = (m.file_name(), p.file_name());
+                        let (mn, pn) = (mn.to_string_lossy(), pn.to_string_lossy());
+                        if w && !mn.contains('.') && !pn.contains('.') {
+                            found.push(format!("{mn}.{pn}"));
+                        }
+                    }
+                }
+                found.sort();
+                names.extend(found);
+            }
+            n if d.scope == Scope::Global => names.push(n.to_string()),
+            n => {
+                if let Ok(ts) = resolve::resolve(root, n) {
+                    names.extend(ts.into_iter().map(|t| t.knob));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let Ok(ts) = resolve::resolve(root, &n) else {
+            continue;
+        };
+        for t in ts {
+            if out.iter().any(|k: &KnobInfo| k.name == t.knob) {
+                continue;
+            }
+            out.push(KnobInfo {
+                value: read_target(&t).unwrap_or_else(|e| format!("({e})")),
+                allowed: allowed_text(root, &t),
+                writable: is_writable(&t),
+                unit: t.unit.clone(),
+                scope: t.def.scope,
+                help: t.def.help.into(),
+                file: t.path.clone(),
+                name: t.knob,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,549 @@
+//! From a knob name (`NAME[@CPUS]`) to the kernel files it means on this machine, and from
+//! a value to the exact string to write: the generic engine over the table of `table.rs`.
+
+use super::file;
+use super::table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
+use super::value::{list_words, parse_bool, parse_int};
+use super::KnobError;
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::Root;
+use std::path::{Component, Path, PathBuf};
+
+/// One kernel file a knob name stands for.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Canonical name of this one file: `cpuidle.POLL.disable@1`, `cpufreq.governor@policy0`.
+    pub knob: String,
+    pub def: &'static KnobDef,
+    /// The file, below the root.
+    pub path: PathBuf,
+    /// The value type after `Auto` is decided.
+    pub ty: Type,
+    pub unit: String,
+    pub cpu: Option<u32>,
+    /// `{POLICY}` for policy knobs.
+    pub policy: Option<u32>,
+    /// The feature name of a `sched.feature.NAME` knob.
+    pub feature: Option<String>,
+}
+
+/// Split `NAME[@CPUS]=VALUE`.
+pub fn split_assignment(a: &str) -> Result<(&str, &str), KnobError> {
+    match a.split_once('=') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim(), v.trim())),
+        _ => Err(KnobError::Invalid {
+            assignment: a.into(),
+            reason: "expected NAME[@CPUS]=VALUE (example: haltpoll.guest_halt_poll_ns=200us)"
+                .into(),
+        }),
+    }
+}
+
+/// Match a name against a pattern; captures of `{X}` in order.
+fn match_pattern(pattern: &str, name: &str) -> Option<Vec<(String, String)>> {
+    if let Some(prefix) = pattern.strip_suffix("{PATH}") {
+        let rest = name.strip_prefix(prefix)?;
+        return Some(vec![("PATH".into(), rest.to_string())]);
+    }
+    let p: Vec<&str> = pattern.split('.').collect();
+    let n: Vec<&str> = name.split('.').collect();
+    if p.len() != n.len() {
+        return None;
+    }
+    let mut caps = Vec::new();
+    for (ps, ns) in p.iter().zip(&n) {
+        if let Some(key) = ps.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            if ns.is_empty() || ns.contains('/') {
+                return None;
+            }
+            caps.push((key.to_string(), ns.to_string()));
+        } else if ps != ns {
+            return None;
+        }
+    }
+    Some(caps)
+}
+
+fn fill(pattern: &str, caps: &[(String, String)]) -> String {
+    let mut s = pattern.to_string();
+    for (k, v) in caps {
+        s = s.replace(&format!("{{{k}}}"), v);
+    }
+    s
+}
+
+/// CPU numbers that have a `cpuN` directory.
+pub fn cpus(root: &Root) -> Vec<u32> {
+    let mut out: Vec<u32> = std::fs::read_dir(root.path("/sys/devices/system/cpu"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("cpu")?
+                        .parse::<u32>()
+                        .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_unstable();
+    out
+}
+
+/// cpufreq policies: (policy number, its CPUs).
+pub fn policies(root: &Root) -> Vec<(u32, Vec<u32>)> {
+    let dir = root.path("/sys/devices/system/cpu/cpufreq");
+    let mut out: Vec<(u32, Vec<u32>)> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let n = e
+                        .file_name()
+                        .to_str()?
+                        .strip_prefix("policy")?
+                        .parse::<u32>()
+                        .ok()?;
+                    let cpus = ["related_cpus", "affected_cpus"]
+                        .iter()
+                        .find_map(|f| std::fs::read_to_string(e.path().join(f)).ok())
+                        .map(|t| {
+                            t.split_whitespace()
+                                .filter_map(|w| w.parse().ok())
+                                .collect()
+                        })
+                        .unwrap_or_else(|| vec![n]);
+                    Some((n, cpus))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The `stateK` directory of idle state `name` (by name, or `stateK` itself) on `cpu`.
+fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
+    let dir = root.path(&format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle"));
+    let mut names = Vec::new();
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        let driver =
+            std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_driver"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "none".into());
+        return Err(format!(
+            "cpu{cpu} has no idle states (cpuidle driver: {driver}; idle is the arch default, \
+             idle-state knobs do not exist here)"
+        ));
+    };
+    let mut states: Vec<(u32, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let k = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("state")?
+                .parse()
+                .ok()?;
+            let n = std::fs::read_to_string(e.path().join("name")).unwrap_or_default();
+            Some((k, n.trim().to_string()))
+        })
+        .collect();
+    states.sort();
+    for (k, n) in &states {
+        if name == format!("state{k}") || n == name {
+            return Ok(format!("state{k}"));
+        }
+        names.push(n.clone());
+    }
+    if let Some((k, _)) = states.iter().find(|(_, n)| n.eq_ignore_ascii_case(name)) {
+        return Ok(format!("state{k}"));
+    }
+    Err(format!(
+        "cpu{cpu} has no idle state `{name}` (states: {})",
+        names.join(", ")
+    ))
+}
+
+/// Mount debugfs on /sys/kernel/debug when it is not there (only on the real root, as root).
+pub fn ensure_debugfs(root: &Root) {
+    if *root != Root::system() || root.path("/sys/kernel/debug/sched").exists() {
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let c = |s: &str| std::ffi::CString::new(s).unwrap();
+    let (src, dst, fs) = (c("debugfs"), c("/sys/kernel/debug"), c("debugfs"));
+    unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+}
+
+/// Lexically normalise `/sys/...`; `None` when it leaves /sys.
+fn normalise_sys(path: &str) -> Option<PathBuf> {
+    let mut out: Vec<String> = Vec::new();
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop()?;
+            }
+            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+            Component::Prefix(_) => return None,
+        }
+    }
+    if out.first().map(String::as_str) != Some("sys") || out.len() < 2 {
+        return None;
+    }
+    Some(PathBuf::from(format!("/{}", out.join("/"))))
+}
+
+/// Resolve `sysfs:/sys/PATH`: normalised, inside /sys even after following symlinks.
+fn resolve_sysfs(root: &Root, name: &str, path: &str) -> Result<Target, KnobError> {
+    let bad = |reason: String| KnobError::Invalid {
+        assignment: name.into(),
+        reason,
+    };
+    let norm = normalise_sys(path).ok_or_else(|| {
+        bad(format!(
+            "`{path}` is not a path under /sys after normalisation"
+        ))
+    })?;
+    let full = root.path(&norm.to_string_lossy());
+    let real = full
+        .canonicalize()
+        .map_err(|e| bad(format!("{}: {}", norm.display(), file::describe(&e))))?;
+    let sys_root = root
+        .path("/sys")
+        .canonicalize()
+        .map_err(|e| bad(format!("/sys: {e}")))?;
+    if !real.starts_with(&sys_root) {
+        return Err(bad(format!(
+            "`{}` leads out of /sys (to {}) through a symlink",
+            norm.display(),
+            real.display()
+        )));
+    }
+    if !real.is_file() {
+        return Err(bad(format!("`{}` is not a file", norm.display())));
+    }
+    Ok(Target {
+        knob: format!("sysfs:{}", norm.display()),
+        def: KNOBS.iter().find(|d| d.name == "sysfs:{PATH}").unwrap(),
+        path: real,
+        ty: Type::Text,
+        unit: String::new(),
+        cpu: None,
+        policy: None,
+        feature: None,
+    })
+}
+
+/// Decide the type of a module parameter from its name and current value.
+fn auto_type(name: &str, current: &str) -> (Type, String) {
+    for unit in ["ns", "us", "ms"] {
+        if name.ends_with(&format!("_{unit}")) {
+            return (Type::Int, unit.into());
+        }
+    }
+    if current == "Y" || current == "N" {
+        (Type::Bool, String::new())
+    } else if current.parse::<i64>().is_ok() {
+        (Type::Int, String::new())
+    } else {
+        (Type::Text, String::new())
+    }
+}
+
+/// The kernel files of `NAME[@CPUS]`.
+pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
+    let bad = |reason: String| KnobError::Invalid {
+        assignment: full_name.into(),
+        reason,
+    };
+    if let Some(path) = full_name.strip_prefix("sysfs:") {
+        return Ok(vec![resolve_sysfs(root, full_name, path)?]);
+    }
+    let (name, cpus_text) = match full_name.rsplit_once('@') {
+        Some((n, c)) => (n, Some(c)),
+        None => (full_name, None),
+    };
+    let asked: Option<Vec<u32>> = match cpus_text {
+        Some(c) => Some(parse_cpu_list(c).map_err(bad)?),
+        None => None,
+    };
+    let (def, caps) = KNOBS
+        .iter()
+        .filter(|d| !d.name.starts_with("sysfs:"))
+        .find_map(|d| match_pattern(d.name, name).map(|c| (d, c)))
+        .ok_or_else(|| unknown(root, full_name))?;
+    if def.access == Access::SchedFeature {
+        ensure_debugfs(root);
+    }
+    let mut targets = Vec::new();
+    let base = |cpu: Option<u32>, policy: Option<u32>, file: String| Target {
+        knob: String::new(),
+        def,
+        path: root.path(&file),
+        ty: def.ty,
+        unit: def.unit.into(),
+        cpu,
+        policy,
+        feature: caps
+            .iter()
+            .find(|(k, _)| k == "FEATURE")
+            .map(|(_, v)| v.clone()),
+    };
+    match def.scope {
+        Scope::Global => {
+            if asked.is_some() {
+                return Err(bad(format!(
+                    "`{name}` is one setting for the machine: it takes no @CPUS"
+                )));
+            }
+            let mut t = base(None, None, fill(def.file, &caps));
+            t.knob = name.to_string();
+            if !t.path.is_file() {
+                return Err(match def.access {
+                    Access::SchedFeature => bad(format!(
+                        "no sched features file ({}): debugfs is not mounted or not readable",
+                        def.file
+                    )),
+                    _ => unknown(root, full_name),
+                });
+            }
+            if let Some(f) = &t.feature {
+                let text = std::fs::read_to_string(&t.path).map_err(|e| {
+                    bad(format!(
+                        "sched features cannot be read here ({}: {})",
+                        def.file,
+                        file::describe(&e)
+                    ))
+                })?;
+                if file::feature_state(&text, f).is_none() {
+                    return Err(unknown(root, full_name));
+                }
+            }
+            if def.ty == Type::Auto {
+                let cur = file::read_raw(&t.path, None).unwrap_or_default();
+                let param = caps.last().map(|c| c.1.as_str()).unwrap_or("");
+                (t.ty, t.unit) = auto_type(param, &cur);
+            }
+            targets.push(t);
+        }
+        Scope::Cpu => {
+            let all = cpus(root);
+            let list = asked.clone().unwrap_or_else(|| all.clone());
+            for cpu in list {
+                if !all.contains(&cpu) {
+                    return Err(bad(format!(
+                        "there is no cpu{cpu} (CPUs here: {})",
+                        format_cpu_list(&all)
+                    )));
+                }
+                let mut caps = caps.clone();
+                if let Some(state) = caps.iter_mut().find(|(k, _)| k == "STATE") {
+                    match idle_state_dir(root, cpu, &state.1) {
+                        Ok(dir) => state.1 = dir,
+                        Err(e) if asked.is_some() => return Err(bad(e)),
+                        Err(_) => continue,
+                    }
+                }
+                caps.push(("CPU".into(), cpu.to_string()));
+                let mut t = base(Some(cpu), None, fill(def.file, &caps));
+                t.knob = format!("{name}@{cpu}");
+                if !t.path.is_file() {
+                    if asked.is_none() {
+                        continue;
+                    }
+                    return Err(bad(match def.access {
+                        Access::Online => format!(
+                            "cpu{cpu} has no `online` file: it cannot be taken offline or \
+                             online (not hot-pluggable)"
+                        ),
+                        _ => format!("cpu{cpu} has no {}", fill(def.file, &caps)),
+                    }));
+                }
+                targets.push(t);
+            }
+            if targets.is_empty() {
+                return Err(match def.name {
+                    "cpuidle.{STATE}.disable" => {
+                        let state = caps.iter().find(|c| c.0 == "STATE").unwrap();
+                        bad(
+                            idle_state_dir(root, all.first().copied().unwrap_or(0), &state.1)
+                                .err()
+                                .unwrap_or_else(|| "no CPU has this idle state".into()),
+                        )
+                    }
+                    _ => bad(format!("no CPU here has {}", def.file)),
+                });
+            }
+        }
+        Scope::Policy => {
+            let pols = policies(root);
+            if pols.is_empty() {
+                return Err(bad("no cpufreq policies here (no cpufreq driver)".into()));
+            }
+            for (p, pcpus) in &pols {
+                if let Some(a) = &asked {
+                    if !pcpus.iter().any(|c| a.contains(c)) {
+                        continue;
+                    }
+                }
+                let mut caps = caps.clone();
+                caps.push(("POLICY".into(), p.to_string()));
+                let mut t = base(None, Some(*p), fill(def.file, &caps));
+                t.knob = format!("{name}@{}", format_cpu_list(pcpus));
+                if !t.path.is_file() {
+                    if asked.is_none() {
+                        continue;
+                    }
+                    return Err(bad(format!("policy{p} has no {}", fill(def.file, &caps))));
+                }
+                targets.push(t);
+            }
+            if targets.is_empty() {
+                return Err(bad(format!(
+                    "no cpufreq policy {} has {}",
+                    asked
+                        .map(|a| format!("of CPUs {}", format_cpu_list(&a)))
+                        .unwrap_or_default(),
+                    def.file.rsplit('/').next().unwrap_or("")
+                )));
+            }
+        }
+    }
+    Ok(targets)
+}
+
+/// The unknown-knob error, with the nearest known name.
+fn unknown(root: &Root, name: &str) -> KnobError {
+    let base = name.split('@').next().unwrap_or(name);
+    thread_local!(static LISTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    let mut names: Vec<String> = Vec::new();
+    if !LISTING.with(|l| l.replace(true)) {
+        names = super::list(root).into_iter().map(|k| k.name).collect();
+        LISTING.with(|l| l.set(false));
+    }
+    names.extend(
+        KNOBS
+            .iter()
+            .filter(|d| !d.name.contains('{'))
+            .map(|d| d.name.to_string()),
+    );
+    let best = names
+        .iter()
+        .map(|n| {
+            let n = n.split('@').next().unwrap_or(n).to_string();
+            (super::value::distance(base, &n), n)
+        })
+        .min();
+    let hint = match best {
+        Some((d, n)) if d <= base.len().max(4) / 2 + 2 => format!(" (did you mean `{n}`?)"),
+        _ => " (see `pmlab knob list`)".into(),
+    };
+    KnobError::Unknown {
+        name: name.into(),
+        hint,
+    }
+}
+
+/// The exact string to write for `value` into `t`, checked against the type, range and the
+/// kernel's allowed list.
+pub fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<String, String> {
+    if t.def.words.contains(&value) {
+        return Ok(value.to_string());
+    }
+    let fill_p = |p: &str| {
+        p.replace("{POLICY}", &t.policy.unwrap_or(0).to_string())
+            .replace("{CPU}", &t.cpu.unwrap_or(0).to_string())
+    };
+    let read_list = |p: &str| {
+        std::fs::read_to_string(root.path(&fill_p(p)))
+            .map(|s| list_words(&s))
+            .unwrap_or_default()
+    };
+    let out = match t.ty {
+        Type::Bool => match parse_bool(value) {
+            Some(b) => u8::from(b).to_string(),
+            None => return Err(format!("`{value}` is not a boolean (on/off, 1/0, Y/N)")),
+        },
+        Type::Int => {
+            let v = parse_int(value, &t.unit)?;
+            let range = match t.def.allowed {
+                Allowed::Range(a, b) => Some((a, b)),
+                Allowed::RangeFiles(a, b) => {
+                    let num = |p: &str| {
+                        std::fs::read_to_string(root.path(&fill_p(p)))
+                            .ok()
+                            .and_then(|s| s.trim().parse::<i64>().ok())
+                    };
+                    num(a).zip(num(b))
+                }
+                _ if !t.unit.is_empty() => Some((0, i64::MAX)),
+                _ => None,
+            };
+            if let Some((a, b)) = range {
+                if v < a || v > b {
+                    let u = &t.unit;
+                    return Err(format!("{v}{u} is out of range {a}{u}..{b}{u}"));
+                }
+            }
+            v.to_string()
+        }
+        Type::Enum => {
+            let (list, range) = match t.def.allowed {
+                Allowed::ListFile(p) => (read_list(p), None),
+                Allowed::ListFileOrRange(p, a, b) => (read_list(p), Some((a, b))),
+                _ => (Vec::new(), None),
+            };
+            if list.iter().any(|w| w == value) {
+                value.to_string()
+            } else if let (Some((a, b)), Ok(n)) = (range, value.parse::<i64>()) {
+                if n < a || n > b {
+                    return Err(format!("{n} is out of range {a}..{b}"));
+                }
+                n.to_string()
+            } else {
+                return Err(format!(
+                    "`{value}` is not one of the kernel's allowed values: {}",
+                    if list.is_empty() {
+                        "(none listed)".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                ));
+            }
+        }
+        Type::Text | Type::Auto => {
+            if value.is_empty() || value.contains('\n') {
+                return Err("the value must be one non-empty line".into());
+            }
+            value.to_string()
+        }
+    };
+    Ok(match &t.feature {
+        Some(f) if out == "1" => f.clone(),
+        Some(f) => format!("NO_{f}"),
+        None => out,
+    })
+}
+
+/// Whether a read-back `got` shows that `want` was written (formats differ: `Y` vs `1`).
+pub fn same_value(t: &Target, want: &str, got: &str) -> bool {
+    if want == got {
+        return true;
+    }
+    match t.ty {
+        _ if t.feature.is_some() => false,
+        Type::Bool => parse_bool(want).is_some() && parse_bool(want) == parse_bool(got),
+        Type::Int => {
+            want.parse::<i64>().ok().is_some() && want.parse::<i64>().ok() == got.parse().ok()
+        }
+        _ => got.split_whitespace().any(|w| w == format!("[{want}]")),
+    }
+}

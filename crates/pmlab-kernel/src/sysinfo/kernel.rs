@@ -1,0 +1,26 @@
+//! Kernel facts: release, version, boot command line, and `/sys/kernel/rcu_expedited`.
+
+use super::item::{item, read_bool, read_text, Item};
+use crate::Root;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kernel {
+    /// `uname -r`, from /proc/sys/kernel/osrelease.
+    pub release: Item<String>,
+    /// `uname -v`, from /proc/sys/kernel/version.
+    pub version: Item<String>,
+    /// /proc/cmdline.
+    pub cmdline: Item<String>,
+    /// /sys/kernel/rcu_expedited (a hotplug mitigation knob).
+    pub rcu_expedited: Item<bool>,
+}
+
+pub fn read(root: &Root) -> Kernel {
+    Kernel {
+        release: item(root, read_text(root, "/proc/sys/kernel/osrelease")),
+        version: item(root, read_text(root, "/proc/sys/kernel/version")),
+        cmdline: item(root, read_text(root, "/proc/cmdline")),
+        rcu_expedited: item(root, read_bool(root, "/sys/kernel/rcu_expedited")),
+    }
+}

@@ -1,0 +1,205 @@
+//! Virtualization: the `hypervisor` CPU flag, the hypervisor's CPUID signature and
+//! KVM paravirt features/hints (CPUID leaves 0x40000000/1, real machine only), DMI,
+//! clocksources (kvm-clock), and whether the cpuidle-haltpoll driver could register.
+
+use super::item::{read_text, read_words};
+use crate::Root;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Virt {
+    /// /proc/cpuinfo `flags` has `hypervisor` (we run in a guest).
+    pub hypervisor_flag: bool,
+    /// Best name for the hypervisor: CPUID signature, /sys/hypervisor/type, or DMI.
+    pub hypervisor: Option<String>,
+    /// How `hypervisor` was found.
+    pub hypervisor_source: Option<String>,
+    pub dmi_vendor: Option<String>,
+    pub dmi_product: Option<String>,
+    pub clocksource: Option<String>,
+    pub available_clocksources: Vec<String>,
+    pub kvm_clock: bool,
+    /// KVM CPUID leaves; `None` on a fake tree, on non-x86 or outside KVM.
+    pub kvm_cpuid: Option<KvmCpuid>,
+    /// Why `kvm_cpuid` is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kvm_cpuid_note: Option<String>,
+}
+
+impl Virt {
+    pub fn is_guest(&self) -> bool {
+        self.hypervisor_flag || self.hypervisor.is_some()
+    }
+    pub fn is_kvm(&self) -> bool {
+        self.kvm_cpuid.is_some()
+            || self.kvm_clock
+            || self
+                .hypervisor
+                .as_deref()
+                .is_some_and(|h| h.contains("KVM"))
+    }
+    /// KVM_HINTS_REALTIME: KVM says vCPUs are never preempted; cpuidle-haltpoll
+    /// registers by default only then.
+    pub fn realtime_hint(&self) -> Option<bool> {
+        self.kvm_cpuid
+            .as_ref()
+            .map(|c| c.hints.iter().any(|h| h == "REALTIME"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KvmCpuid {
+    /// The CPUID base the KVM signature was found at (0x40000000, or 0x40000100 with Hyper-V).
+    pub base: String,
+    /// KVM_FEATURE_* names from EAX of base+1.
+    pub features: Vec<String>,
+    /// KVM_HINTS_* names from EDX of base+1.
+    pub hints: Vec<String>,
+    pub features_raw: String,
+}
+
+const KVM_FEATURES: &[(u32, &str)] = &[
+    (0, "CLOCKSOURCE"),
+    (1, "NOP_IO_DELAY"),
+    (2, "MMU_OP"),
+    (3, "CLOCKSOURCE2"),
+    (4, "ASYNC_PF"),
+    (5, "STEAL_TIME"),
+    (6, "PV_EOI"),
+    (7, "PV_UNHALT"),
+    (9, "PV_TLB_FLUSH"),
+    (10, "ASYNC_PF_VMEXIT"),
+    (11, "PV_SEND_IPI"),
+    (12, "POLL_CONTROL"),
+    (13, "PV_SCHED_YIELD"),
+    (14, "ASYNC_PF_INT"),
+    (15, "MSI_EXT_DEST_ID"),
+    (16, "HC_MAP_GPA_RANGE"),
+    (17, "MIGRATION_CONTROL"),
+    (24, "CLOCKSOURCE_STABLE_BIT"),
+];
+
+/// Decode KVM_FEATURE_* bits (EAX of leaf 0x40000001).
+pub fn kvm_feature_names(eax: u32) -> Vec<String> {
+    KVM_FEATURES
+        .iter()
+        .filter(|(b, _)| eax & (1 << b) != 0)
+        .map(|(_, n)| n.to_string())
+        .collect()
+}
+
+/// Hypervisor names by CPUID signature (leaf 0x40000000 EBX, ECX, EDX).
+fn signature_name(sig: &str) -> Option<&'static str> {
+    Some(match sig.trim_end_matches('\0') {
+        "KVMKVMKVM" => "KVM",
+        "Microsoft Hv" => "Hyper-V",
+        "VMwareVMware" => "VMware",
+        "XenVMMXenVMM" => "Xen",
+        "TCGTCGTCGTCG" => "QEMU TCG",
+        "bhyve bhyve" => "bhyve",
+        "ACRNACRNACRN" => "ACRN",
+        " lrpepyh  vr" => "Parallels",
+        "QNXQVMBSQG" => "QNX",
+        _ => return None,
+    })
+}
+
+/// (name, KVM leaves) from CPUID, on x86_64 when the hypervisor bit is set.
+#[cfg(target_arch = "x86_64")]
+fn cpuid_probe() -> (Option<String>, Option<KvmCpuid>) {
+    use core::arch::x86_64::__cpuid;
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86_64 CPU; unknown leaves return defined values.
+    let cpuid = |leaf: u32| unsafe { __cpuid(leaf) };
+    if cpuid(1).ecx & (1 << 31) == 0 {
+        return (None, None);
+    }
+    let sig = |leaf: u32| {
+        let r = cpuid(leaf);
+        let mut b = Vec::with_capacity(12);
+        for w in [r.ebx, r.ecx, r.edx] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    let first = signature_name(&sig(0x4000_0000)).map(str::to_string);
+    // KVM may sit at a later base when it also offers Hyper-V enlightenments.
+    let mut kvm = None;
+    for base in (0x4000_0000u32..0x4001_0000).step_by(0x100) {
+        if sig(base).trim_end_matches('\0') == "KVMKVMKVM" {
+            let r = cpuid(base + 1);
+            let mut hints = Vec::new();
+            if r.edx & 1 != 0 {
+                hints.push("REALTIME".to_string());
+            }
+            kvm = Some(KvmCpuid {
+                base: format!("{base:#x}"),
+                features: kvm_feature_names(r.eax),
+                hints,
+                features_raw: format!("{:#x}", r.eax),
+            });
+            break;
+        }
+    }
+    (first, kvm)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpuid_probe() -> (Option<String>, Option<KvmCpuid>) {
+    (None, None)
+}
+
+pub fn read(root: &Root, hypervisor_flag: bool) -> Virt {
+    let opt = |abs: &str| read_text(root, abs).ok().filter(|s| !s.is_empty());
+    let cs = "/sys/devices/system/clocksource/clocksource0";
+    let available_clocksources =
+        read_words(root, &format!("{cs}/available_clocksource")).unwrap_or_default();
+    let clocksource = opt(&format!("{cs}/current_clocksource"));
+    let kvm_clock = available_clocksources.iter().any(|c| c == "kvm-clock");
+    let dmi_vendor = opt("/sys/class/dmi/id/sys_vendor");
+    let dmi_product = opt("/sys/class/dmi/id/product_name");
+    let real = root.path("/") == std::path::Path::new("/");
+    let (sig_name, kvm_cpuid, note) = if !real {
+        (
+            None,
+            None,
+            Some("CPUID is read on the real machine only".into()),
+        )
+    } else if !cfg!(target_arch = "x86_64") {
+        (None, None, Some("CPUID is read on x86_64 only".into()))
+    } else {
+        let (n, k) = cpuid_probe();
+        let note = k
+            .is_none()
+            .then(|| "no KVM signature in CPUID leaves 0x40000000-0x4000ff00".to_string());
+        (n, k, note)
+    };
+    let (hypervisor, source) = if let Some(n) = sig_name {
+        (Some(n), Some("CPUID signature"))
+    } else if let Some(t) = opt("/sys/hypervisor/type") {
+        (Some(t), Some("/sys/hypervisor/type"))
+    } else if matches!(
+        dmi_vendor.as_deref(),
+        Some("QEMU" | "KVM" | "Xen" | "Microsoft Corporation" | "VMware, Inc.")
+    ) {
+        (dmi_vendor.clone(), Some("DMI sys_vendor"))
+    } else if hypervisor_flag && kvm_clock {
+        (Some("KVM".to_string()), Some("kvm-clock clocksource"))
+    } else if hypervisor_flag {
+        (Some("unknown".to_string()), Some("hypervisor CPU flag"))
+    } else {
+        (None, None)
+    };
+    Virt {
+        hypervisor_flag,
+        hypervisor,
+        hypervisor_source: source.map(str::to_string),
+        dmi_vendor,
+        dmi_product,
+        clocksource,
+        available_clocksources,
+        kvm_clock,
+        kvm_cpuid,
+        kvm_cpuid_note: note,
+    }
+}

@@ -1,0 +1,145 @@
+//! `--trace`: a [`SideSource`] that records each run's measured part with
+//! `pmlab_trace::record::Recorder` into a trace.dat file next to the result store
+//! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports recording side metrics.
+
+use crate::executor::RunContext;
+use crate::machine::SideSource;
+use pmlab_kernel::{Direction, Metric, Root};
+use pmlab_trace::record::{RecordOptions, Recorder};
+use std::path::{Path, PathBuf};
+
+/// Records one trace per run.
+pub struct TraceSource {
+    root: Root,
+    /// `STORE.traces`, absolute.
+    dir: PathBuf,
+    events: Vec<String>,
+    current: Option<PathBuf>,
+    recorder: Option<Recorder>,
+    last: Option<PathBuf>,
+}
+
+/// The trace directory of a store: `pmlab.db` → `pmlab.db.traces` beside it.
+pub fn traces_dir(db: &Path) -> PathBuf {
+    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "pmlab.db".into());
+    abs.with_file_name(format!("{name}.traces"))
+}
+
+impl TraceSource {
+    /// Check that tracing is possible (tracefs found or mountable) before any run.
+    pub fn new(root: Root, db: &Path, events: Vec<String>) -> Result<TraceSource, String> {
+        pmlab_kernel::tracefs::tracefs_dir(&root).map_err(|e| format!("--trace: {e}"))?;
+        Ok(TraceSource {
+            root,
+            dir: traces_dir(db),
+            events,
+            current: None,
+            recorder: None,
+            last: None,
+        })
+    }
+}
+
+/// A file-name-safe version of a configuration label.
+fn safe(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if s.is_empty() {
+        "run".into()
+    } else {
+        s
+    }
+}
+
+impl SideSource for TraceSource {
+    fn begin_run(&mut self, ctx: &RunContext, label: &str) {
+        let kind = if ctx.warmup { "-warmup" } else { "" };
+        self.current = Some(
+            self.dir
+                .join(format!("experiment-{}", ctx.experiment_id))
+                .join(format!(
+                    "run-{:04}-{}{kind}.dat",
+                    ctx.sequence + 1,
+                    safe(label)
+                )),
+        );
+        self.last = None;
+    }
+
+    fn before(&mut self) -> Result<(), String> {
+        let output = self
+            .current
+            .clone()
+            .unwrap_or_else(|| self.dir.join("trace.dat"));
+        if let Some(parent) = output.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("--trace: {}: {e}", parent.display()))?;
+        }
+        let opts = RecordOptions {
+            events: self.events.clone(),
+            output,
+            ..RecordOptions::default()
+        };
+        let rec = Recorder::start(&self.root, opts).map_err(|e| format!("--trace: {e}"))?;
+        self.recorder = Some(rec);
+        Ok(())
+    }
+
+    fn after(&mut self) -> Result<Vec<Metric>, String> {
+        let Some(rec) = self.recorder.take() else {
+            return Ok(Vec::new());
+        };
+        let s = rec.stop().map_err(|e| format!("--trace: {e}"))?;
+        self.last = Some(s.path.clone());
+        let m = |name: &str, v: u64, unit: &str| {
+            Metric::new(name.to_string(), v as f64, unit, Direction::Neutral)
+        };
+        Ok(vec![
+            m("trace.events", s.total_events(), ""),
+            m("trace.lost", s.total_lost(), ""),
+            m("trace.bytes", s.bytes, "B"),
+        ])
+    }
+
+    fn trace_path(&mut self) -> Option<PathBuf> {
+        self.last.take()
+    }
+}
+
+impl Drop for TraceSource {
+    fn drop(&mut self) {
+        // An interrupted run: stop (and remove the instance of) a recording still going.
+        if let Some(rec) = self.recorder.take() {
+            let _ = rec.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_dir_is_beside_the_store_and_names_are_safe() {
+        assert_eq!(
+            traces_dir(Path::new("/srv/x/pmlab.db")),
+            PathBuf::from("/srv/x/pmlab.db.traces")
+        );
+        assert!(traces_dir(Path::new("a.db")).is_absolute());
+        assert_eq!(safe("poll ns=200us/x"), "poll_ns_200us_x");
+        assert_eq!(safe(""), "run");
+    }
+}
