@@ -46,7 +46,7 @@ fn cpuidle_driver() -> Option<String> {
 }
 
 /// The machine state the study must leave as found.
-fn machine_state() -> Vec<(String, String)> {
+fn machine_state() -> State {
     let mut files = vec![
         "/sys/module/haltpoll/parameters/guest_halt_poll_ns".to_string(),
         "/sys/kernel/rcu_expedited".to_string(),
@@ -91,8 +91,11 @@ fn run_study(dir: &Path, extra: &[&str]) -> Ran {
 }
 
 /// The quick study on this machine, run once and shared (with the state before and after).
-fn real() -> &'static (Ran, Vec<(String, String)>, Vec<(String, String)>) {
-    static REAL: OnceLock<(Ran, Vec<(String, String)>, Vec<(String, String)>)> = OnceLock::new();
+/// Knob files and their values.
+type State = Vec<(String, String)>;
+
+fn real() -> &'static (Ran, State, State) {
+    static REAL: OnceLock<(Ran, State, State)> = OnceLock::new();
     REAL.get_or_init(|| {
         let _m = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
         let before = machine_state();

@@ -260,9 +260,43 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
             }
         }
     }
+    let mut overlap = None;
+    if let Some(t) = super::traced::analyze(e, w) {
+        if let Some(i) = &t.idle {
+            overlap = Some(i.all_idle_share * 100.0);
+            text.push_str(&format!(
+                "; all CPUs were idle at once {}% of the time",
+                fmt_short(i.all_idle_share * 100.0)
+            ));
+        }
+        if let Some(wr) = &t.wakeups {
+            let per_cpu: Vec<String> = wr
+                .cpus
+                .iter()
+                .map(|c| format!("cpu{} {}/s", c.cpu, fmt_short(c.per_s)))
+                .collect();
+            if !per_cpu.is_empty() {
+                text.push_str(&format!(", idle exits {}", per_cpu.join(", ")));
+            }
+            if let Some(top) = wr
+                .causes
+                .iter()
+                .filter(|c| c.cpu == u32::MAX)
+                .max_by(|a, b| a.per_s.total_cmp(&b.per_s))
+            {
+                text.push_str(&format!(
+                    ", most often for {} {} ({:.0}%)",
+                    top.cause.kind,
+                    top.cause.detail,
+                    top.share * 100.0
+                ));
+            }
+        }
+    }
     text.push('.');
     Some(
         Finding::new(70, "idle", text, Some(e.info.id))
+            .with("all_idle_pct", overlap.unwrap_or(f64::NAN))
             .with("idle_pct", idle_all)
             .with("irq_per_s", total.unwrap_or(f64::NAN)),
     )
@@ -385,11 +419,23 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
                 .map(|x| format!("{} {}/s", cause_name(k), fmt_short(x)))
         })
         .collect();
+    let mut whom = String::new();
+    if let Some(wr) = super::traced::analyze(e, w).and_then(|t| t.wakeups) {
+        if let Some(top) = wr.wakers.first() {
+            whom = format!(
+                " The trace says {} wakes {} most ({}/s on cpu{}).",
+                top.waker,
+                top.wakee,
+                fmt_short(top.per_s),
+                top.cpu
+            );
+        }
+    }
     Some(Finding::new(
         50,
         "wakeups",
         format!(
-            "Messaging ({}): {} context switches/s; IPIs: {}.",
+            "Messaging ({}): {} context switches/s; IPIs: {}.{whom}",
             e.workloads[w].label,
             fmt_short(ctxt),
             if ipis.is_empty() {
@@ -436,7 +482,7 @@ pub fn findings(
             None,
         ));
     }
-    out.sort_by(|a, b| b.score.cmp(&a.score));
+    out.sort_by_key(|f| std::cmp::Reverse(f.score));
     out
 }
 
