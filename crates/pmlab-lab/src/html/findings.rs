@@ -236,7 +236,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
         )
     } else {
         format!(
-            "The machine was not quiet: during the idle baseline the CPUs were idle only {}% of the time ({}), other processes kept them busy",
+            "The machine was not quiet: during the idle baseline the CPUs were idle only {}% of the time ({}) because other processes kept them busy",
             fmt_short(idle_all),
             per_cpu.join(", ")
         )
@@ -249,7 +249,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
             .filter_map(|k| v.mean(0, &format!("irq.{k}.per_s")).map(|x| (k.clone(), x)))
             .collect();
         by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
-        text.push_str(&format!(" and take {} interrupts/s in all", fmt_short(t)));
+        text.push_str(&format!("; they take {} interrupts/s in all", fmt_short(t)));
         if let Some((k, x)) = by_kind.first() {
             if t > 0.0 {
                 text.push_str(&format!(
@@ -327,7 +327,7 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
     if let (Some(dl), Some(ul)) = (down.last(), up.last()) {
         if dl.0 != d0.0 {
             text.push_str(&format!(
-                "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {})",
+                "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {} the unloaded p50)",
                 dl.0,
                 fmt_short(quantile(&dl.1, 0.5)),
                 fmt_short(quantile(&ul.1, 0.5)),

@@ -149,12 +149,14 @@ pub fn section(label: &str, t: &Traced) -> String {
             ));
         }
     }
-    let notes: Vec<&String> = t
+    let mut notes: Vec<&String> = t
         .notes
         .iter()
         .chain(t.idle.iter().flat_map(|i| i.notes.iter()))
         .chain(t.wakeups.iter().flat_map(|w| w.notes.iter()))
         .collect();
+    let mut seen = std::collections::HashSet::new();
+    notes.retain(|n| seen.insert(n.as_str()));
     if !notes.is_empty() {
         s.push_str("<ul class=\"sub\">");
         for n in notes {
