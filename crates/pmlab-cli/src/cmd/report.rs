@@ -144,13 +144,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!();
             for s in &input.stages {
                 if s.status != "done" {
-                    println!(
-                        "{}{}: {} — {}",
-                        if md { "- " } else { "" },
-                        s.stage,
-                        s.status,
-                        s.reason
-                    );
+                    let line = format!("{}: {} — {}", s.stage, s.status, s.reason);
+                    let lines = wrap(&line, if md { 1000 } else { 70 }, 2);
+                    println!("{}{}", if md { "- " } else { "" }, lines.join("\n"));
                 }
             }
             let fmt = if md { Format::Markdown } else { Format::Mail };

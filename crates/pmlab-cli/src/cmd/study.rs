@@ -3,9 +3,12 @@
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pmlab_kernel::knob::{self, Transaction};
+use pmlab_kernel::Root;
 use pmlab_lab::executor::Executor;
-use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, WorkloadParser};
+use pmlab_lab::machine::{CounterSource, Knobs, MachineExecutor, SideSource, WorkloadParser};
 use pmlab_lab::study::{self, sim::SimExecutor, Host, Stage, StageProgress};
+use pmlab_lab::tracing::TraceSource;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -54,7 +57,45 @@ pub struct Args {
     pub simulate: bool,
 }
 
+/// Knobs through the journaled kernel transaction (begun at the first change).
+struct TxKnobs {
+    root: Root,
+    tx: Option<Transaction>,
+}
+
+impl Knobs for TxKnobs {
+    fn validate(&self, assignments: &[String]) -> Result<(), String> {
+        if assignments.is_empty() {
+            return Ok(());
+        }
+        knob::validate(&self.root, assignments).map_err(|e| e.to_string())
+    }
+    fn read(&self, names: &[String]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .filter_map(|n| knob::read(&self.root, n).ok().map(|v| (n.clone(), v)))
+            .collect()
+    }
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
+        if self.tx.is_none() {
+            if assignments.is_empty() {
+                return Ok(());
+            }
+            self.tx = Some(Transaction::begin(&self.root).map_err(|e| e.to_string())?);
+        }
+        let tx = self.tx.as_mut().expect("transaction begun");
+        tx.switch_to(assignments).map_err(|e| e.to_string())
+    }
+    fn restore(&mut self) -> Result<(), String> {
+        match self.tx.as_mut() {
+            Some(tx) => tx.restore().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
 struct CliHost {
+    db: PathBuf,
     root: PathBuf,
     simulate: bool,
     seed: u64,
@@ -62,24 +103,30 @@ struct CliHost {
 }
 
 impl Host for CliHost {
-    fn executor(&mut self) -> Result<Box<dyn Executor>, String> {
+    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, String> {
         if self.simulate {
             self.seed += 1;
             return Ok(Box::new(SimExecutor::new(self.root.clone(), self.seed)));
         }
-        let knobs = Box::new(NoKnobs {
-            reason:
-                "knob transactions (pmlab_kernel::knob::Transaction) are not on this branch yet"
-                    .into(),
+        let root = Root::new(self.root.clone());
+        let knobs = Box::new(TxKnobs {
+            root: root.clone(),
+            tx: None,
         });
         let parse: WorkloadParser = Box::new(|words: &[String]| {
             crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
         });
+        let mut sources: Vec<Box<dyn SideSource>> = Vec::new();
+        if trace {
+            // The tracer first (started first, stopped last), then the counters.
+            sources.push(Box::new(TraceSource::new(root, &self.db, Vec::new())?));
+        }
+        sources.push(Box::new(CounterSource::new(self.root.clone())));
         Ok(Box::new(MachineExecutor::new(
             self.root.clone(),
             knobs,
             parse,
-            vec![Box::new(CounterSource::new(self.root.clone()))],
+            sources,
         )))
     }
     fn progress(&mut self, p: &StageProgress) {
@@ -155,6 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         command: super::run_spec::command_line(),
     };
     let mut host = CliHost {
+        db: args.db.clone(),
         root: args.root.clone(),
         simulate: args.simulate,
         seed,

@@ -6,7 +6,7 @@ use super::causes::{cause_name, kinds};
 use super::hotplug::{groups, is_hotplug, slowest_steps};
 use super::View;
 use crate::hotplug::report::quantile;
-use crate::report::{fmt_num, Report, WorkloadReport};
+use crate::report::{Report, WorkloadReport};
 use crate::stats::Summary;
 use crate::store::StoredExperiment;
 use serde::Serialize;
@@ -36,6 +36,24 @@ impl Finding {
     fn with(mut self, k: &str, v: impl Into<serde_json::Value>) -> Finding {
         self.values.insert(k.into(), v.into());
         self
+    }
+}
+
+/// A number in a sentence: three significant digits (`480`, `29.9`, `9.95`, `0.123`).
+pub fn fmt_short(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() {
+        "-".into()
+    } else if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
     }
 }
 
@@ -110,12 +128,9 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
             )
         } else {
             format!(
-                "Polling up to {} (the knee) cuts {what} {} ({} → {} {})",
+                "Polling up to {} (the knee) cuts {what} {}",
                 knee.label,
-                fmt_ratio(ratio),
-                fmt_num(s0.mean),
-                fmt_num(sk.mean),
-                wr.primary.as_ref().map(|p| p.unit.as_str()).unwrap_or("")
+                fmt_ratio(ratio)
             )
         };
         let mut f = Finding::new(
@@ -129,6 +144,8 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
         .with("reference", first.label.clone())
         .with("ratio", ratio);
         if k > 0 {
+            let unit = wr.primary.as_ref().map(|p| p.unit.as_str()).unwrap_or("");
+            let mut paren = format!("{} → {} {unit}", fmt_short(s0.mean), fmt_short(sk.mean));
             if let Some(rel) = wr.rows[k]
                 .comparison
                 .as_ref()
@@ -136,18 +153,19 @@ fn polling(e: &StoredExperiment, r: &Report) -> Vec<Finding> {
             {
                 let (lo, hi) = (1.0 / (1.0 + rel.high), 1.0 / (1.0 + rel.low));
                 if lo.is_finite() && hi.is_finite() && lo > 0.0 {
-                    text.push_str(&format!(" (95% CI {:.1}–{:.1}×)", lo.min(hi), hi.max(lo)));
+                    paren = format!("95% CI {:.1}–{:.1}×; {paren}", lo.min(hi), hi.max(lo));
                     f = f
                         .with("ratio_low", lo.min(hi))
                         .with("ratio_high", hi.max(lo));
                 }
             }
+            text.push_str(&format!(" ({paren})"));
             let c_knee = e.configurations.iter().position(|c| c.label == knee.label);
             match c_knee.and_then(|c| poll_ms_per_s(e, w, c)) {
                 Some(cost) => {
                     text.push_str(&format!(
-                        " at a cost of {} ms poll time per second",
-                        fmt_num(cost)
+                        " at a cost of {} ms of poll time per second (all CPUs)",
+                        fmt_short(cost)
                     ));
                     f = f.with("poll_ms_per_s", cost);
                 }
@@ -183,8 +201,8 @@ fn idle_effect(e: &StoredExperiment, r: &Report, a: &str, b: &str) -> Option<Str
             let _ = wr;
             return Some(format!(
                 "on an idle system the {words} goes from {}% to {}% ({:+.1} points)",
-                fmt_num(sa.mean),
-                fmt_num(sb.mean),
+                fmt_short(sa.mean),
+                fmt_short(sb.mean),
                 sb.mean - sa.mean
             ));
         }
@@ -208,13 +226,21 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
     let idle_all = 100.0 - busy.iter().map(|b| b.1).sum::<f64>() / busy.len() as f64;
     let per_cpu: Vec<String> = busy
         .iter()
-        .map(|(c, b)| format!("cpu{c} {}%", fmt_num(100.0 - b)))
+        .map(|(c, b)| format!("cpu{c} {}%", fmt_short(100.0 - b)))
         .collect();
-    let mut text = format!(
-        "On an idle system the CPUs are idle {}% of the time ({})",
-        fmt_num(idle_all),
-        per_cpu.join(", ")
-    );
+    let mut text = if idle_all >= 50.0 {
+        format!(
+            "On an idle system the CPUs are idle {}% of the time ({})",
+            fmt_short(idle_all),
+            per_cpu.join(", ")
+        )
+    } else {
+        format!(
+            "The machine was not quiet: during the idle baseline the CPUs were idle only {}% of the time ({}) because other processes kept them busy",
+            fmt_short(idle_all),
+            per_cpu.join(", ")
+        )
+    };
     let total = v.mean(0, "irq.total.per_s");
     if let Some(t) = total {
         let ks = kinds(&v);
@@ -223,7 +249,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
             .filter_map(|k| v.mean(0, &format!("irq.{k}.per_s")).map(|x| (k.clone(), x)))
             .collect();
         by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
-        text.push_str(&format!(" and take {} interrupts/s in all", fmt_num(t)));
+        text.push_str(&format!("; they take {} interrupts/s in all", fmt_short(t)));
         if let Some((k, x)) = by_kind.first() {
             if t > 0.0 {
                 text.push_str(&format!(
@@ -234,9 +260,43 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
             }
         }
     }
+    let mut overlap = None;
+    if let Some(t) = super::traced::analyze(e, w) {
+        if let Some(i) = &t.idle {
+            overlap = Some(i.all_idle_share * 100.0);
+            text.push_str(&format!(
+                "; all CPUs were idle at once {}% of the time",
+                fmt_short(i.all_idle_share * 100.0)
+            ));
+        }
+        if let Some(wr) = &t.wakeups {
+            let per_cpu: Vec<String> = wr
+                .cpus
+                .iter()
+                .map(|c| format!("cpu{} {}/s", c.cpu, fmt_short(c.per_s)))
+                .collect();
+            if !per_cpu.is_empty() {
+                text.push_str(&format!(", idle exits {}", per_cpu.join(", ")));
+            }
+            if let Some(top) = wr
+                .causes
+                .iter()
+                .filter(|c| c.cpu == u32::MAX)
+                .max_by(|a, b| a.per_s.total_cmp(&b.per_s))
+            {
+                text.push_str(&format!(
+                    ", most often for {} {} ({:.0}%)",
+                    top.cause.kind,
+                    top.cause.detail,
+                    top.share * 100.0
+                ));
+            }
+        }
+    }
     text.push('.');
     Some(
         Finding::new(70, "idle", text, Some(e.info.id))
+            .with("all_idle_pct", overlap.unwrap_or(f64::NAN))
             .with("idle_pct", idle_all)
             .with("irq_per_s", total.unwrap_or(f64::NAN)),
     )
@@ -258,19 +318,19 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
     let (d0, u0) = (down.first()?, up.first()?);
     let mut text = format!(
         "CPU hotplug: offlining takes {} ms at p50 ({} ms at p99) and onlining {} ms ({} ms at p99) with {} background loaders",
-        fmt_num(quantile(&d0.1, 0.5)),
-        fmt_num(quantile(&d0.1, 0.99)),
-        fmt_num(quantile(&u0.1, 0.5)),
-        fmt_num(quantile(&u0.1, 0.99)),
+        fmt_short(quantile(&d0.1, 0.5)),
+        fmt_short(quantile(&d0.1, 0.99)),
+        fmt_short(quantile(&u0.1, 0.5)),
+        fmt_short(quantile(&u0.1, 0.99)),
         d0.0
     );
     if let (Some(dl), Some(ul)) = (down.last(), up.last()) {
         if dl.0 != d0.0 {
             text.push_str(&format!(
-                "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {})",
+                "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {} the unloaded p50)",
                 dl.0,
-                fmt_num(quantile(&dl.1, 0.5)),
-                fmt_num(quantile(&ul.1, 0.5)),
+                fmt_short(quantile(&dl.1, 0.5)),
+                fmt_short(quantile(&ul.1, 0.5)),
                 fmt_ratio(quantile(&dl.1, 0.5) / quantile(&d0.1, 0.5)),
                 fmt_ratio(quantile(&ul.1, 0.5) / quantile(&u0.1, 0.5)),
             ));
@@ -280,8 +340,8 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
         if let Some(s) = steps.iter().max_by(|a, b| a.2.total_cmp(&b.2)) {
             text.push_str(&format!(
                 ". The slowest operation ({what}, {} ms) spent {} ms in {} {}",
-                fmt_num(total),
-                fmt_num(s.2),
+                fmt_short(total),
+                fmt_short(s.2),
                 s.0,
                 s.1
             ));
@@ -306,8 +366,8 @@ fn spin(e: &StoredExperiment, w: usize) -> Option<Finding> {
         .map(|(l, s)| {
             format!(
                 "{l} {} ± {} ms",
-                fmt_num(s.mean),
-                fmt_num(if s.stddev.is_finite() { s.stddev } else { 0.0 })
+                fmt_short(s.mean),
+                fmt_short(if s.stddev.is_finite() { s.stddev } else { 0.0 })
             )
         })
         .collect();
@@ -356,16 +416,28 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
         .iter()
         .filter_map(|k| {
             v.mean(0, &format!("irq.{k}.per_s"))
-                .map(|x| format!("{} {}/s", cause_name(k), fmt_num(x)))
+                .map(|x| format!("{} {}/s", cause_name(k), fmt_short(x)))
         })
         .collect();
+    let mut whom = String::new();
+    if let Some(wr) = super::traced::analyze(e, w).and_then(|t| t.wakeups) {
+        if let Some(top) = wr.wakers.first() {
+            whom = format!(
+                " The trace says {} wakes {} most ({}/s on cpu{}).",
+                top.waker,
+                top.wakee,
+                fmt_short(top.per_s),
+                top.cpu
+            );
+        }
+    }
     Some(Finding::new(
         50,
         "wakeups",
         format!(
-            "Messaging ({}): {} context switches/s; IPIs: {}.",
+            "Messaging ({}): {} context switches/s; IPIs: {}.{whom}",
             e.workloads[w].label,
-            fmt_num(ctxt),
+            fmt_short(ctxt),
             if ipis.is_empty() {
                 "no counters".into()
             } else {
@@ -410,7 +482,7 @@ pub fn findings(
             None,
         ));
     }
-    out.sort_by(|a, b| b.score.cmp(&a.score));
+    out.sort_by_key(|f| std::cmp::Reverse(f.score));
     out
 }
 

@@ -152,8 +152,11 @@ pub fn scatter(e: &StoredExperiment) -> Option<String> {
     ))
 }
 
-/// The steps of the slowest operation, in cpuhp state order: (state, callback, ms).
-pub fn slowest_steps(e: &StoredExperiment) -> Option<(String, f64, Vec<(String, String, f64)>)> {
+/// A step of an operation: (state, callback, exclusive ms).
+pub type Step = (String, String, f64);
+
+/// The slowest operation (what, wall ms) and its steps in cpuhp state order.
+pub fn slowest_steps(e: &StoredExperiment) -> Option<(String, f64, Vec<Step>)> {
     let run = e
         .runs
         .iter()

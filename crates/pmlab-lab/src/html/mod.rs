@@ -15,6 +15,7 @@ pub mod residency;
 pub mod svg;
 pub mod sweep;
 pub mod table;
+pub mod traced;
 
 use crate::report::{Report, SideSelection};
 use crate::store::StoredExperiment;
@@ -258,6 +259,9 @@ fn section(e: &StoredExperiment, r: &Report, links: &[(String, String)]) -> Stri
             }
             if name == "spin" {
                 s.push_str(&cpu::plot(&v).unwrap_or_default());
+            }
+            if let Some(t) = traced::analyze(e, w) {
+                s.push_str(&traced::section(&wr.label, &t));
             }
         }
     }

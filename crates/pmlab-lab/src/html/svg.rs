@@ -57,7 +57,7 @@ impl Scale {
 
 /// About `n` round tick values covering `[lo, hi]`.
 pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi <= lo || hi.is_nan() || lo.is_nan() || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
     let raw = (hi - lo) / n.max(1) as f64;

@@ -61,8 +61,8 @@ pub struct StageProgress {
 
 /// What the study needs from its caller (the CLI): executors and a place to show progress.
 pub trait Host {
-    /// A fresh executor for one experiment.
-    fn executor(&mut self) -> Result<Box<dyn Executor>, String>;
+    /// A fresh executor for one experiment; `trace`: record a trace of every run.
+    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, String>;
     fn progress(&mut self, p: &StageProgress);
     /// A line worth printing above the bar.
     fn note(&mut self, line: &str);
@@ -156,8 +156,9 @@ fn run_experiment_step(
     stage: Stage,
     experiment: &crate::spec::Experiment,
     budget: &crate::spec::Budget,
+    trace: bool,
 ) -> Result<(i64, StopReason, String), String> {
-    let mut exec = host.executor()?;
+    let mut exec = host.executor(trace)?;
     let mut store = Store::open(&opts.db).map_err(|e| e.to_string())?;
     let mut obs = StageObserver { host, clock, stage };
     match protocol::run_experiment(
@@ -285,8 +286,12 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                 let mut reasons = notes.clone();
                 for step in steps {
                     let r = match step {
-                        Step::Experiment { experiment, budget } => run_experiment_step(
-                            opts, host, &clock, *stage, experiment, budget,
+                        Step::Experiment {
+                            experiment,
+                            budget,
+                            trace,
+                        } => run_experiment_step(
+                            opts, host, &clock, *stage, experiment, budget, *trace,
                         )
                         .map(|(id, stop, desc)| {
                             let interrupted = matches!(stop, StopReason::Interrupted);

@@ -67,6 +67,8 @@ pub enum Step {
     Experiment {
         experiment: Box<Experiment>,
         budget: Budget,
+        /// Record a trace of every run (for the trace analyses in the report).
+        trace: bool,
     },
     Hotplug(HotplugPlan),
 }
@@ -127,6 +129,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 steps: vec![Step::Experiment {
                     experiment: Box::new(e),
                     budget: budget(seed, runs, secs((d * runs) as f64 + 10.0), false),
+                    trace: caps.tracefs,
                 }],
                 estimate: secs((d * runs) as f64 + 0.5),
                 notes: vec![],
@@ -171,6 +174,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 steps: vec![Step::Experiment {
                     experiment: Box::new(e),
                     budget: budget(seed, pick(quick, 48, 140), secs(t), true),
+                    trace: false,
                 }],
                 estimate: secs(t),
                 notes: vec![],
@@ -212,6 +216,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 steps: vec![Step::Experiment {
                     experiment: Box::new(e),
                     budget: budget(seed, pick(quick, 36, 120), secs(t), true),
+                    trace: false,
                 }],
                 estimate: secs(t),
                 notes: vec![],
@@ -221,7 +226,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             if let Some(why) = caps.hotplug_unavailable() {
                 return StagePlan::Skip(why);
             }
-            let cycles = pick(quick, 3, 10);
+            let cycles = 10;
             let cpus = vec![caps.hotpluggable[0]];
             let mut notes = Vec::new();
             if !caps.tracefs {
@@ -252,6 +257,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 steps: vec![Step::Experiment {
                     experiment: Box::new(e),
                     budget: budget(seed, runs, secs(pick(quick, 15.0, 60.0)), true),
+                    trace: caps.tracefs,
                 }],
                 estimate: secs(pick(quick, 3.0, 15.0)),
                 notes: vec!["who wakes whom by originator needs a traced run and pmlab-analysis; counters give interrupts by kind per CPU".into()],
@@ -275,6 +281,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 steps: vec![Step::Experiment {
                     experiment: Box::new(e),
                     budget: budget(seed, runs, secs(pick(quick, 15.0, 90.0)), false),
+                    trace: false,
                 }],
                 estimate: secs(pick(quick, 2.0, 15.0)),
                 notes,

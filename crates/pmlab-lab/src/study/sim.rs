@@ -72,6 +72,7 @@ impl SimExecutor {
         let poll_ms = poll_share / 100.0 * window * 1000.0 * 2.0;
         v.push(m("idle.POLL.time_ms", poll_ms.max(0.0), "ms", n));
         let mut total = 0.0;
+        let mut res_all = 0.0;
         for (cpu, b) in busy.iter().enumerate() {
             let loc = 250.0 + self.noise(5.0);
             let res = 20.0 + b * 3.0 + self.noise(2.0);
@@ -81,6 +82,7 @@ impl SimExecutor {
                 v.push(m(format!("irq.{k}.per_s@cpu{cpu}"), x.max(0.0), "/s", n));
             }
             total += loc + res + cal + dev;
+            res_all += res;
             v.push(m(format!("cpu.busy_pct@cpu{cpu}"), *b, "%", n));
             let idle = 100.0 - b;
             let poll = poll_share.min(idle);
@@ -93,6 +95,7 @@ impl SimExecutor {
             ));
         }
         v.push(m("irq.total.per_s", total, "/s", n));
+        v.push(m("irq.RES.per_s", res_all, "/s", n));
         v.push(m("idle.POLL.share_pct", poll_share, "%", n));
         v.push(m(
             "idle.share_pct",
@@ -205,7 +208,6 @@ impl Executor for SimExecutor {
             "/s",
             Direction::Neutral,
         ));
-        side.push(m("irq.RES.per_s", 2000.0, "/s", Direction::Neutral));
         Ok(RunOutput {
             metrics,
             side_metrics: side,
