@@ -2,5 +2,6 @@
 # The test command: every unit and integration test, as root on a machine with tracefs, cpuidle and hotplug.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh   # idempotent: installs the peers the tests compare against
 cargo build --release --bins
 cargo test --release --workspace -- --test-threads=1
