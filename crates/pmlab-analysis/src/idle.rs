@@ -192,6 +192,13 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
         ..Default::default()
     };
     let n = ci.len().max(it.len());
+    let any_cpu_idle = ci.iter().any(|t| t.seen);
+    if !any_cpu_idle && !it.iter().any(|t| t.seen) {
+        return Err(Missing::new(
+            "idle",
+            &["power:cpu_idle", "sched:sched_switch"],
+        ));
+    }
     let mut fallback = Vec::new();
     let mut none = Vec::new();
     for cpu in 0..n {
@@ -215,11 +222,24 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
         p.source.insert(c, src);
         p.by_cpu.insert(c, track.periods);
     }
+    // A CPU with neither cpu_idle nor idle-task periods was simply never idle.
+    let never: Vec<u32> = fallback
+        .iter()
+        .copied()
+        .filter(|c| p.by_cpu.get(c).is_some_and(|v| v.is_empty()))
+        .collect();
+    if !never.is_empty() {
+        p.notes.push(format!(
+            "CPU {}: never idle during the trace (no cpu_idle events and no switch to the idle task)",
+            list(&never)
+        ));
+        fallback.retain(|c| !never.contains(c));
+    }
     if !fallback.is_empty() {
-        let why = if idle_id.is_none() {
-            "the trace has no power:cpu_idle events"
+        let why = if any_cpu_idle {
+            "power:cpu_idle never fired for them while it did for other CPUs (a kernel quirk)"
         } else {
-            "power:cpu_idle never fired for them"
+            "the trace has no power:cpu_idle events"
         };
         p.notes.push(format!(
             "CPU {}: idle time from idle-task (pid 0) periods in sched_switch, because {why} \

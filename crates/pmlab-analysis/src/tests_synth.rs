@@ -45,6 +45,7 @@ fn missing_exit_at_trace_end_and_exit_before_any_enter() {
     let (mut b, e) = base();
     marker(&mut b, 0, 0);
     e.idle(&mut b, 5, 0, EXIT); // idle since before the trace
+    b.push(5, 0, 0, e.timer_entry, &[V::I(236)]);
     e.idle(&mut b, 80, 0, 1); // never exits
     marker(&mut b, 100, 0);
     let t = b.build();

@@ -126,6 +126,18 @@ pub fn ipi_purpose(callsite: &str, callback: &str) -> Option<&'static str> {
     }
 }
 
+fn missing_sources() -> Missing {
+    Missing::new(
+        "wakeups",
+        &[
+            "irq_vectors",
+            "irq:irq_handler_entry",
+            "timer:hrtimer_expire_entry",
+            "sched:sched_wake_idle_without_ipi",
+        ],
+    )
+}
+
 const IPI_VECTORS: &[&str] = &[
     "reschedule",
     "call_function",
@@ -179,15 +191,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         .values()
         .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
     {
-        return Err(Missing::new(
-            "wakeups",
-            &[
-                "irq_vectors",
-                "irq:irq_handler_entry",
-                "timer:hrtimer_expire_entry",
-                "sched:sched_wake_idle_without_ipi",
-            ],
-        ));
+        return Err(missing_sources());
     }
     let fld =
         |sys: &str, ev: &str, f: &str| trace.event_id(sys, ev).and_then(|id| trace.field(id, f));
@@ -236,11 +240,15 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             s.next += 1;
         }
     };
+    let mut seen_sources = 0u64;
     for i in 0..ev.len() {
         let Some(&k) = kinds.get(&ev.id[i]) else {
             continue;
         };
         let ts = ev.ts[i];
+        if sources.contains(&k) || matches!(k, Ev::Vector(_)) {
+            seen_sources += 1;
+        }
         let target = match k {
             Ev::NoIpi => f_noipi_cpu.map(|f| trace.i64_at(i, f) as u32),
             Ev::Waking => f_wk_target.map(|f| trace.i64_at(i, f) as u32),
@@ -373,6 +381,9 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         *slot = Some(cause);
     }
 
+    if seen_sources == 0 {
+        return Err(missing_sources());
+    }
     // Aggregate.
     let secs = (p.span() as f64 / 1e9).max(1e-9);
     let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();

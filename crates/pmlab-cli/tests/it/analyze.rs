@@ -1,1 +1,496 @@
-//! Integration tests for `pmlab analyze`.
+//! Integration tests for `pmlab analyze`: fixtures from other machines checked against an
+//! independent computation over `trace-cmd report`, energy models (good and malformed),
+//! missing events, export and baseline, and real recordings of the pipe workload here.
+
+use crate::util::{fixtures, is_root, pmlab};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    let p = fixtures().join(name);
+    assert!(
+        p.exists(),
+        "fixture {} missing (set PMLAB_FIXTURES)",
+        p.display()
+    );
+    p
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = pmlab()
+        .arg("analyze")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Idle time per CPU computed independently: trace-cmd report piped into a short script.
+/// Same rules as pmlab: enter..exit; an exit first means idle since the trace's first event;
+/// an enter while idle closes the previous period; an open period ends at the last event.
+const IDLE_SCRIPT: &str = r#"
+import re, sys, collections
+first = last = None
+open_, seen, idle = {}, set(), collections.defaultdict(int)
+pat = re.compile(r'\s(\d+)\.(\d+):\s+(\S+):\s+(.*)$')
+for line in sys.stdin:
+    m = pat.search(line)
+    if not m:
+        continue
+    ts = int(m.group(1)) * 10**9 + int(m.group(2).ljust(9, '0'))
+    first = ts if first is None else first
+    last = ts
+    if m.group(3) != 'cpu_idle':
+        continue
+    f = dict(kv.split('=') for kv in m.group(4).split())
+    cpu, state = int(f['cpu_id']), int(f['state'])
+    if cpu in open_:
+        idle[cpu] += ts - open_.pop(cpu)
+    elif state == 4294967295 and cpu not in seen:
+        idle[cpu] += ts - first
+    if state != 4294967295:
+        open_[cpu] = ts
+    seen.add(cpu)
+for cpu, t in open_.items():
+    idle[cpu] += last - t
+for cpu in sorted(idle):
+    print(cpu, idle[cpu])
+"#;
+
+fn trace_cmd_report(file: &Path) -> String {
+    let out = Command::new("trace-cmd")
+        .args(["report", "-t", "-i"])
+        .arg(file)
+        .output()
+        .expect("trace-cmd");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn analyze_lisa_idle_matches_independent_script() {
+    let f = fixture("lisa_sched_load.dat");
+    let report = trace_cmd_report(&f);
+    let mut py = Command::new("python3")
+        .args(["-c", IDLE_SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write;
+    py.stdin
+        .take()
+        .unwrap()
+        .write_all(report.as_bytes())
+        .unwrap();
+    let out = py.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let want: BTreeMap<u64, f64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (c, t) = l.split_once(' ').unwrap();
+            (c.parse().unwrap(), t.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(want.len(), 6, "the script found every CPU");
+    let v = json(&[f.to_str().unwrap(), "--only", "idle"]);
+    let cpus = v["idle"]["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 6);
+    for c in cpus {
+        let cpu = c["cpu"].as_u64().unwrap();
+        let got = c["idle_ns"].as_f64().unwrap();
+        let w = want[&cpu];
+        assert!(
+            (got - w).abs() <= w * 0.001,
+            "CPU {cpu}: pmlab {got} ns, script {w} ns"
+        );
+        assert_eq!(c["source"], "cpu-idle");
+    }
+}
+
+#[test]
+fn analyze_lisa_freq_for_every_cpu_with_cpu_frequency() {
+    let f = fixture("lisa_sched_load.dat");
+    let want: std::collections::BTreeSet<u64> = trace_cmd_report(&f)
+        .lines()
+        .filter(|l| l.contains(" cpu_frequency: "))
+        .filter_map(|l| {
+            l.split("cpu_id=")
+                .nth(1)
+                .and_then(|s| s.trim().parse().ok())
+        })
+        .collect();
+    assert!(!want.is_empty());
+    let v = json(&[f.to_str().unwrap(), "--only", "freq"]);
+    let got: std::collections::BTreeSet<u64> = v["freq"]["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    for c in v["freq"]["cpus"].as_array().unwrap() {
+        let res = c["residency"].as_array().unwrap();
+        assert!(!res.is_empty());
+        let share: f64 = res.iter().map(|r| r["share"].as_f64().unwrap()).sum();
+        assert!((share - 1.0).abs() < 1e-9);
+        let avg = c["avg_khz"].as_f64().unwrap();
+        assert!((450_000.0..=1_100_000.0).contains(&avg), "{avg}");
+    }
+}
+
+#[test]
+fn analyze_lisa_energy_from_plat_info() {
+    let f = fixture("lisa_sched_load.dat");
+    let m = fixture("lisa_sched_load_plat_info.yml");
+    let v = json(&[
+        f.to_str().unwrap(),
+        "--only",
+        "energy",
+        "--energy-model",
+        m.to_str().unwrap(),
+    ]);
+    let e = &v["energy"];
+    assert_eq!(e["cpus"].as_array().unwrap().len(), 6);
+    let total = e["total_mj"].as_f64().unwrap();
+    let sum: f64 = e["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["total_mj"].as_f64().unwrap())
+        .sum();
+    assert!(total > 0.0 && (total - sum).abs() < 1e-9);
+    // tables for people too
+    pmlab()
+        .args([
+            "analyze",
+            f.to_str().unwrap(),
+            "--only",
+            "energy",
+            "--energy-model",
+            m.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("Energy from the model"));
+}
+
+#[test]
+fn analyze_refuses_malformed_and_non_monotonic_energy_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("lisa_sched_load.dat");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[domain]]\ncpus = \"0-5\"\nopp = [ { khz = 450000 } ]\n",
+    )
+    .unwrap();
+    pmlab()
+        .args([
+            "analyze",
+            f.to_str().unwrap(),
+            "--energy-model",
+            bad.to_str().unwrap(),
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::starts_with(
+            "pmlab: error: cannot use the energy model",
+        ))
+        .stderr(predicates::str::contains("bad.toml"))
+        .stderr(predicates::str::contains("mw"));
+    let down = dir.path().join("down.toml");
+    std::fs::write(
+        &down,
+        "[[domain]]\nname = \"little\"\ncpus = \"0-5\"\nopp = [ { khz = 450000, mw = 50.0 }, { khz = 850000, mw = 40.0 } ]\n",
+    )
+    .unwrap();
+    pmlab()
+        .args([
+            "analyze",
+            f.to_str().unwrap(),
+            "--energy-model",
+            down.to_str().unwrap(),
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "domain \"little\": power does not rise with frequency: OPP 850000 kHz",
+        ));
+}
+
+#[test]
+fn analyze_names_missing_events_and_still_runs_the_others() {
+    // lisa_rtapp.dat: sched_switch and cpu_frequency, no cpu_idle, no IRQ or IPI events
+    let f = fixture("lisa_rtapp.dat");
+    let out = pmlab()
+        .args(["analyze", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("idle task (fallback)"), "{s}");
+    assert!(s.contains("idle-task (pid 0) periods"), "{s}");
+    assert!(
+        s.contains("pmlab record -e power:guest_halt_poll_ns -- CMD"),
+        "{s}"
+    );
+    assert!(s.contains("wakeups: the trace has no"), "{s}");
+    assert!(s.contains("Frequency residency per CPU"), "{s}");
+    // a trace with none of the needed events: every analysis says so, and the command fails
+    let f = fixture("trappy_trace.dat");
+    pmlab()
+        .args(["analyze", f.to_str().unwrap(), "--only", "idle,freq"])
+        .assert()
+        .failure()
+        .stdout(predicates::str::contains("pmlab record -e power:cpu_idle"))
+        .stdout(predicates::str::contains(
+            "pmlab record -e power:cpu_frequency",
+        ))
+        .stderr(predicates::str::contains(
+            "pmlab: error: no analysis could run",
+        ));
+    pmlab()
+        .args(["analyze", f.to_str().unwrap(), "--only", "idle,bogus"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("unknown analysis \"bogus\""));
+}
+
+#[test]
+fn analyze_exports_csv_and_diffs_against_a_baseline() {
+    let f = fixture("lisa_sched_load.dat");
+    let dir = tempfile::tempdir().unwrap();
+    pmlab()
+        .args([
+            "analyze",
+            f.to_str().unwrap(),
+            "--only",
+            "idle,freq",
+            "--export",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let csv = std::fs::read_to_string(dir.path().join("idle_cpus.csv")).unwrap();
+    assert!(
+        csv.starts_with("cpu,source,idle_ms,share_pct,entries,entries_per_s\n"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 1 + 6 + 1);
+    assert!(dir.path().join("freq_residency.csv").exists());
+    // against itself: every difference is zero
+    let v = json(&[
+        f.to_str().unwrap(),
+        "--only",
+        "idle",
+        "--baseline",
+        f.to_str().unwrap(),
+    ]);
+    let diff = v["diff"].as_array().unwrap();
+    let t = diff
+        .iter()
+        .find(|t| t["name"] == "idle_cpus_vs_baseline")
+        .unwrap();
+    let col = t["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c == "idle_ms_diff")
+        .unwrap();
+    for r in t["rows"].as_array().unwrap() {
+        assert_eq!(r[col].as_f64(), Some(0.0), "{r}");
+    }
+    // against another trace: the table shows both values
+    let other = fixture("trappy_idle.dat");
+    pmlab()
+        .args([
+            "analyze",
+            f.to_str().unwrap(),
+            "--only",
+            "idle",
+            "--baseline",
+            other.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("idle_ms_base"))
+        .stdout(predicates::str::contains("vs baseline"));
+}
+
+#[test]
+fn analyze_reads_a_counters_sidecar() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.dat");
+    std::fs::copy(fixture("lisa_sched_load.dat"), &f).unwrap();
+    let snap = |idle_jiffies: u64, at: u64| {
+        serde_json::json!({
+            "at": at, "idle": {}, "interrupts": [], "softirqs": [], "ctxt": 0,
+            "cpu_total": {"user":0,"nice":0,"system":0,"idle":0,"iowait":0,"irq":0,"softirq":0,"steal":0},
+            "cpu_times": {"0": {"user":0,"nice":0,"system":0,"idle":idle_jiffies,"iowait":0,"irq":0,"softirq":0,"steal":0}},
+            "rapl": []
+        })
+    };
+    let side = serde_json::json!({"before": snap(100, 0), "after": snap(141, 430_000_000)});
+    std::fs::write(dir.path().join("t.dat.counters.json"), side.to_string()).unwrap();
+    let v = json(&[f.to_str().unwrap(), "--only", "idle"]);
+    let c0 = &v["crosscheck"]["cpus"][0];
+    assert_eq!(c0["stat_idle_ns"].as_u64(), Some(410_000_000));
+    assert!(c0["gap_stat"].as_f64().unwrap().abs() < 0.02, "{c0}");
+    assert!(v["crosscheck"]["notes"]
+        .to_string()
+        .contains("/proc/stat idle only"));
+}
+
+// ---- real recordings on this machine ----
+
+const HALTPOLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+
+fn cpuidle_driver() -> String {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "none".into())
+}
+
+/// Puts haltpoll's poll limit back on drop.
+struct PollGuard(String);
+impl PollGuard {
+    fn set(ns: u64) -> PollGuard {
+        let orig = std::fs::read_to_string(HALTPOLL_NS).expect("haltpoll parameter");
+        std::fs::write(HALTPOLL_NS, ns.to_string()).expect("write guest_halt_poll_ns");
+        PollGuard(orig.trim().to_string())
+    }
+}
+impl Drop for PollGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(HALTPOLL_NS, &self.0);
+    }
+}
+
+/// Record the pipe workload on CPUs 0,1 and analyze idle and wakeups on CPU 0.
+fn record_pipe(dir: &Path, name: &str) -> Value {
+    let out = dir.join(name);
+    let exe = assert_cmd::cargo::cargo_bin("pmlab");
+    pmlab()
+        .args(["record", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .args(["run", "pipe", "--loops", "20000", "--cpus", "0,1"])
+        .assert()
+        .success();
+    json(&[
+        out.to_str().unwrap(),
+        "--only",
+        "idle,wakeups,haltpoll",
+        "--cpus",
+        "0",
+    ])
+}
+
+/// (idle exits of CPU 0, share of them by remote-wakeup IPIs, share by polling wakeups).
+fn cpu0_shares(v: &Value) -> (u64, f64, f64) {
+    let exits = v["wakeups"]["cpus"][0]["exits"].as_u64().unwrap();
+    let share = |pred: &dyn Fn(&Value) -> bool| -> f64 {
+        v["wakeups"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["cpu"] == 0 && pred(&r["cause"]))
+            .map(|r| r["share"].as_f64().unwrap())
+            .sum()
+    };
+    let remote =
+        share(&|c| c["kind"] == "ipi" && c["detail"].as_str().unwrap().contains("remote wakeup"));
+    let polling = share(&|c| c["kind"] == "polling");
+    (exits, remote, polling)
+}
+
+/// Enough idle exits on CPU 0 to judge shares; a machine saturated by other work has none.
+const MIN_EXITS: u64 = 200;
+
+#[test]
+fn analyze_pipe_recordings_attribute_idle_exits() {
+    assert!(
+        is_root(),
+        "needs root (the project machine runs the tests as root)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let driver = cpuidle_driver();
+    // polling off
+    let off = {
+        let _g = Path::new(HALTPOLL_NS).exists().then(|| PollGuard::set(0));
+        record_pipe(dir.path(), "off.dat")
+    };
+    let (n, remote, polling) = cpu0_shares(&off);
+    eprintln!(
+        "polling off: CPU0 {n} idle exits, {:.1}% remote-wakeup IPIs, {:.1}% polling",
+        remote * 100.0,
+        polling * 100.0
+    );
+    let idle_share = off["idle"]["cpus"][0]["share"].as_f64().unwrap();
+    if n >= MIN_EXITS {
+        assert!(
+            remote >= 0.9,
+            "polling off: {:.1}% of CPU0's idle exits are remote-wakeup IPIs",
+            remote * 100.0
+        );
+    } else {
+        // saturated machine: then CPU0 was (almost) never idle, and the report must agree
+        eprintln!(
+            "machine saturated (CPU0 idle {:.2}%): too few idle exits to judge the causes",
+            idle_share * 100.0
+        );
+        assert!(
+            idle_share < 0.05,
+            "few exits but CPU0 idle {:.1}%",
+            idle_share * 100.0
+        );
+    }
+    // polling at 200 µs
+    let on = {
+        let _g = Path::new(HALTPOLL_NS)
+            .exists()
+            .then(|| PollGuard::set(200_000));
+        record_pipe(dir.path(), "on.dat")
+    };
+    let (n, remote, polling) = cpu0_shares(&on);
+    eprintln!(
+        "polling 200us (driver {driver}): CPU0 {n} idle exits, {:.1}% remote IPIs, {:.1}% polling",
+        remote * 100.0,
+        polling * 100.0
+    );
+    let notes = on["haltpoll"].to_string();
+    if driver == "haltpoll" {
+        if n >= MIN_EXITS {
+            assert!(
+                polling > 0.5,
+                "with the haltpoll driver polling, most wakeups should need no IPI"
+            );
+        }
+    } else {
+        // No haltpoll cpuidle driver: the poll limit has no effect and pmlab must say so.
+        assert!(
+            polling < 0.1,
+            "no cpuidle driver, yet {:.1}% polling wakeups",
+            polling * 100.0
+        );
+        assert!(notes.contains("haltpoll cpuidle driver"), "{notes}");
+    }
+    if let Ok(v) = std::fs::read_to_string(HALTPOLL_NS) {
+        eprintln!("haltpoll restored to {}", v.trim());
+    }
+}
