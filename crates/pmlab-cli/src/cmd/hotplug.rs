@@ -121,6 +121,13 @@ pub fn run(args: Args) -> Result<()> {
         bail!("pmlab hotplug needs root (it writes /sys/devices/system/cpu/cpuN/online); nothing was changed");
     }
     let paths = Paths::new("/");
+    // Repair what a killed session left (its journal) before looking at the CPUs.
+    let txn = pmlab_kernel::knob::Transaction::begin(&pmlab_kernel::Root::system())
+        .context("reading the knob journal")?;
+    for line in &txn.recovered {
+        eprintln!("pmlab: repaired what a killed pmlab session left: {line}");
+    }
+    drop(txn);
     let cpus = match &args.cpus {
         Some(s) => parse_cpu_list(s).map_err(anyhow::Error::msg)?,
         None => default_cpus(&paths)?,

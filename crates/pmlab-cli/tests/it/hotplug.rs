@@ -672,3 +672,47 @@ done"#
     );
     expect_clean(&machine_state());
 }
+
+#[test]
+fn a_sigkilled_session_is_repaired_by_the_next_pmlab_command() {
+    let _machine = require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let state = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pmlab"))
+        .args(["hotplug", "--cpus", "1", "--cycles", "200", "--load", "0"])
+        .args(["--no-store", "--no-trace"])
+        .env("PMLAB_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it the moment cpu1 is seen offline (mid-cycle).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read(&format!("{CPU1}/online")) != "0" && Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_offline = read(&format!("{CPU1}/online")) == "0";
+    // The next pmlab command that changes anything restores the dead session's journal first.
+    let out = pmlab()
+        .args([
+            "hotplug",
+            "--cpus",
+            "1",
+            "--cycles",
+            "1",
+            "--no-store",
+            "--json",
+        ])
+        .env("PMLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    json_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if killed_offline {
+        assert!(stderr.contains("repaired"), "{stderr}");
+    }
+    assert_eq!(before, machine_state());
+}

@@ -14,10 +14,12 @@ use serde::Serialize;
 use super::boost::{BoostCgroup, BoostMode};
 use super::loaders::{LoaderCommand, LoaderKind, Loaders};
 use super::states::StateTable;
-use super::sysfs::{errno_meaning, read_trimmed, write_value, CpuFiles, Direction, TimedWrite};
+use super::sysfs::{errno_meaning, read_trimmed, CpuFiles, Direction, TimedWrite};
 use super::trace::OpTrace;
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
+use pmlab_kernel::knob::{KnobError, Transaction};
+use pmlab_kernel::Root;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -86,9 +88,18 @@ impl Progress for NoProgress {
 }
 
 /// Restores, on drop, each CPU's `online` and `fail` and the rcu_expedited knob as found.
+/// The originals are journaled by a `pmlab_kernel::knob::Transaction` before anything is
+/// written, so a session killed by SIGKILL is repaired by the next pmlab command.
 pub struct MachineGuard {
     cpus: Vec<(CpuFiles, bool)>,
     rcu: Option<(PathBuf, String)>,
+    txn: Transaction,
+    /// What the transaction repaired of dead sessions (one line each).
+    pub recovered: Vec<String>,
+}
+
+fn knob_err(e: KnobError) -> HotplugError {
+    HotplugError::Unexpected(format!("knob journal: {e}"))
 }
 
 impl MachineGuard {
@@ -105,19 +116,39 @@ impl MachineGuard {
             Ok(v) => Some((rcu_path, v)),
             Err(_) => None,
         };
-        Ok(MachineGuard { cpus: v, rcu })
+        let mut txn = Transaction::begin(&Root::new(paths.root.clone())).map_err(knob_err)?;
+        let recovered = std::mem::take(&mut txn.recovered);
+        // Journal each CPU's `online` (then its `fail`: restored first, last journaled first).
+        let online: Vec<String> = v
+            .iter()
+            .map(|(f, on)| format!("cpu.online@{}={}", f.cpu, u8::from(*on)))
+            .collect();
+        txn.apply(&online).map_err(knob_err)?;
+        let fail: Vec<String> = v
+            .iter()
+            .filter(|(f, _)| f.fail().map(|x| x == -1).unwrap_or(false))
+            .map(|(f, _)| format!("sysfs:{}=-1", f.fail_path().display()))
+            .collect();
+        if !fail.is_empty() {
+            txn.apply(&fail).map_err(knob_err)?;
+        }
+        Ok(MachineGuard {
+            cpus: v,
+            rcu,
+            txn,
+            recovered,
+        })
     }
 
-    /// Set `rcu_expedited` (1/0); the original comes back on restore.
-    pub fn set_rcu_expedited(&self, on: bool) -> Result<(), HotplugError> {
-        let (path, orig) = self.rcu.as_ref().ok_or_else(|| {
+    /// Set `rcu_expedited` (1, or as found) through the knob transaction.
+    pub fn set_rcu_expedited(&mut self, on: bool) -> Result<(), HotplugError> {
+        let (_, orig) = self.rcu.as_ref().ok_or_else(|| {
             HotplugError::Unsupported("this kernel has no /sys/kernel/rcu_expedited".into())
         })?;
         let want = if on { "1" } else { orig.as_str() };
-        if read_trimmed(path)? != want {
-            write_value(path, want)?;
-        }
-        Ok(())
+        self.txn
+            .apply(&[format!("rcu.expedited={want}")])
+            .map_err(knob_err)
     }
 
     /// Put everything back; returns the first problem (after trying everything).
@@ -133,12 +164,8 @@ impl MachineGuard {
                 first.get_or_insert(e);
             }
         }
-        if let Some((path, orig)) = &self.rcu {
-            if read_trimmed(path).map(|v| &v != orig).unwrap_or(true) {
-                if let Err(e) = write_value(path, orig) {
-                    first.get_or_insert(e);
-                }
-            }
+        if let Err(e) = self.txn.restore() {
+            first.get_or_insert(knob_err(e));
         }
         first.map_or(Ok(()), Err)
     }
@@ -172,7 +199,11 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
     let sys_cpu = opts.paths.sys_cpu();
     let states = StateTable::read(&sys_cpu)?;
     let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = guard
+        .recovered
+        .iter()
+        .map(|l| format!("repaired what a killed pmlab session left: {l}"))
+        .collect();
     let mut boost = if opts.configurations.contains(&Mitigation::KthreadBoost) {
         let b = BoostCgroup::create(&opts.paths.cgroup_fs())?;
         if b.mode == BoostMode::ThrottleLoaders {
@@ -332,7 +363,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
 impl MachineGuard {
     /// rcu_expedited on for the rcu-expedited configuration, as found otherwise.
     fn set_rcu_expedited_if(
-        &self,
+        &mut self,
         config: Mitigation,
         all: &[Mitigation],
     ) -> Result<(), HotplugError> {

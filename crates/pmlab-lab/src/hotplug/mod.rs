@@ -7,7 +7,6 @@
 
 pub mod boost;
 pub mod inject;
-pub mod interim;
 pub mod lab;
 pub mod loaders;
 pub mod report;
