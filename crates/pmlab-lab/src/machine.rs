@@ -45,6 +45,53 @@ impl Knobs for NoKnobs {
     }
 }
 
+/// Knobs through the journaled kernel transaction (`pmlab_kernel::knob::Transaction`):
+/// validated before any write, journaled, restored on restore/drop/signals.
+pub struct TransactionKnobs {
+    root: pmlab_kernel::Root,
+    txn: Option<pmlab_kernel::knob::Transaction>,
+}
+
+impl TransactionKnobs {
+    pub fn new(root: pmlab_kernel::Root) -> Self {
+        TransactionKnobs { root, txn: None }
+    }
+}
+
+impl Knobs for TransactionKnobs {
+    fn validate(&self, assignments: &[String]) -> Result<(), String> {
+        pmlab_kernel::knob::validate(&self.root, assignments).map_err(|e| e.to_string())
+    }
+    fn read(&self, names: &[String]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| {
+                let v =
+                    pmlab_kernel::knob::read(&self.root, n).unwrap_or_else(|e| format!("({e})"));
+                (n.clone(), v)
+            })
+            .collect()
+    }
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
+        if self.txn.is_none() {
+            if assignments.is_empty() {
+                return Ok(());
+            }
+            let t =
+                pmlab_kernel::knob::Transaction::begin(&self.root).map_err(|e| e.to_string())?;
+            self.txn = Some(t);
+        }
+        let t = self.txn.as_mut().expect("transaction");
+        t.switch_to(assignments).map_err(|e| e.to_string())
+    }
+    fn restore(&mut self) -> Result<(), String> {
+        match self.txn.as_mut() {
+            Some(t) => t.restore().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A source of side metrics around the measured part of a run. Sources start in list order
 /// and stop in reverse order, so the first source's own cost stays outside the others.
 pub trait SideSource {

@@ -304,13 +304,21 @@ fn install_signal_handlers() -> anyhow::Result<()> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.workload.to_spec();
     spec.validate()?;
-    if !args.set.is_empty() {
-        bail!(
-            "--set is not available yet: it needs pmlab-kernel's knob transactions (pmlab_kernel::knob::Transaction); \
-             nothing was changed"
-        );
-    }
     install_signal_handlers()?;
+    // Knobs for the run: journaled, restored after it (on errors, signals and panics too).
+    let mut knobs = None;
+    if !args.set.is_empty() {
+        let root = pmlab_kernel::Root::system();
+        pmlab_kernel::knob::validate(&root, &args.set)?;
+        pmlab_kernel::knob::install_signal_restore(std::time::Duration::from_secs(5))?;
+        let mut t = pmlab_kernel::knob::Transaction::begin(&root)
+            .context("starting a knob transaction (needs root)")?;
+        for line in &t.recovered {
+            eprintln!("pmlab: {line}");
+        }
+        t.apply(&args.set)?;
+        knobs = Some(t);
+    }
 
     let progress = indicatif::ProgressBar::new_spinner();
     // Drawn once, never ticked: a ticking bar would wake CPUs during the measurement.
@@ -319,6 +327,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut probe = CounterProbe::new("/");
     let result = pmlab_workload::run(&spec, &mut probe);
     progress.finish_and_clear();
+    if let Some(mut t) = knobs.take() {
+        t.restore().context("restoring the knobs set for the run")?;
+    }
     let result = match result {
         Ok(r) => r,
         Err(WorkloadError::Cancelled) => bail!("interrupted: the workload's workers were killed"),

@@ -6,7 +6,9 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_kernel::Root;
 use pmlab_lab::executor::{Executor, FakeExecutor, FakeSpec};
-use pmlab_lab::machine::{CounterSource, MachineExecutor, NoKnobs, SideSource, WorkloadParser};
+use pmlab_lab::machine::{
+    CounterSource, Knobs, MachineExecutor, NoKnobs, SideSource, TransactionKnobs, WorkloadParser,
+};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
 use pmlab_lab::render::Format;
 use pmlab_lab::report::{Report, SideSelection};
@@ -257,8 +259,21 @@ impl Observer for Bar {
 
 /// SIGINT/SIGTERM/SIGHUP: set the stop flag (the protocol stops between runs) and cancel a
 /// running workload (its workers are killed), so that the experiment ends promptly; a second
-/// signal exits at once.
-fn install_signal_handlers(stop: &Arc<AtomicBool>) -> anyhow::Result<()> {
+/// signal exits at once. On the machine, the knob engine's handler restores the knobs
+/// before that exit (and after a 30 s grace if the experiment does not stop by itself).
+fn install_signal_handlers(stop: &Arc<AtomicBool>, machine: bool) -> anyhow::Result<()> {
+    if machine {
+        pmlab_kernel::knob::install_signal_restore(std::time::Duration::from_secs(30))?;
+        for sig in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            signal_hook::flag::register(sig, Arc::clone(stop))
+                .with_context(|| format!("installing a handler for signal {sig}"))?;
+        }
+        return Ok(());
+    }
     for sig in [
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
@@ -284,11 +299,15 @@ fn executor(opts: &ExperimentOpts, seed: u64) -> anyhow::Result<Box<dyn Executor
 
 /// The machine: knobs through the journaled transaction, the workloads, counter side metrics.
 fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
-    let knobs = Box::new(NoKnobs {
-        reason: "knob transactions (pmlab_kernel::knob::Transaction) are not on this branch yet; \
-                 only the machine as found (--a '' --b '') can be measured"
-            .into(),
-    });
+    let knobs: Box<dyn Knobs> = if unsafe { libc::geteuid() } == 0 {
+        Box::new(TransactionKnobs::new(pmlab_kernel::Root::system()))
+    } else {
+        Box::new(NoKnobs {
+            reason: "setting knobs needs root; only the machine as found (--a '' --b '') can be \
+                     measured"
+                .into(),
+        })
+    };
     let parse: WorkloadParser = Box::new(|words: &[String]| {
         crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
     });
@@ -376,7 +395,7 @@ pub fn execute(
     exec.validate(&experiment)?;
     let mut store = Store::open(&opts.db)?;
     let stop = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&stop)?;
+    install_signal_handlers(&stop, opts.fake_executor.is_none())?;
     let mut bar = Bar::new(opts.quiet);
     let result = protocol::run_experiment(
         &mut store,

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 const HALTPOLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
 /// Sets haltpoll's poll limit and puts the value found back on drop.
-/// (Until `--set` is available, the tests turn this knob themselves.)
 struct HaltpollGuard {
     original: String,
 }
@@ -581,17 +580,100 @@ fn regex_that_does_not_match_shows_the_regex_and_output_tail() {
 }
 
 #[test]
-fn set_without_knob_transactions_fails_and_changes_nothing() {
-    let before = std::fs::read_to_string(HALTPOLL_NS).ok();
-    let err = run_fails(&[
-        "idle",
-        "--duration",
-        "1s",
-        "--set",
-        "haltpoll.guest_halt_poll_ns=200us",
-    ]);
-    assert!(err.contains("--set"), "{err}");
-    assert_eq!(std::fs::read_to_string(HALTPOLL_NS).ok(), before);
+fn set_applies_knobs_for_the_run_and_restores_them() {
+    assert!(is_root());
+    let dir = tempfile::tempdir().unwrap();
+    let before = std::fs::read_to_string(HALTPOLL_NS).unwrap();
+    let out = pmlab()
+        .env("PMLAB_STATE_DIR", dir.path())
+        .args([
+            "run",
+            "cmd",
+            "--set",
+            "haltpoll.guest_halt_poll_ns=123us",
+            "--",
+        ])
+        .args(["cat", HALTPOLL_NS])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("123000"), "the workload saw: {text}");
+    assert_eq!(std::fs::read_to_string(HALTPOLL_NS).unwrap(), before);
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != ".lock")
+            .count(),
+        0
+    );
+    // A bad --set is refused before anything runs or changes.
+    let err = String::from_utf8_lossy(
+        &pmlab()
+            .env("PMLAB_STATE_DIR", dir.path())
+            .args([
+                "run",
+                "idle",
+                "--duration",
+                "1s",
+                "--set",
+                "rcu.expedited=1",
+            ])
+            .args(["--set", "haltpoll.guest_halt_pol_ns=1"])
+            .output()
+            .unwrap()
+            .stderr,
+    )
+    .to_string();
+    assert!(
+        err.contains("did you mean `haltpoll.guest_halt_poll_ns`"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/sys/kernel/rcu_expedited")
+            .unwrap()
+            .trim(),
+        "0"
+    );
+}
+
+#[test]
+fn set_is_restored_on_ctrl_c() {
+    assert!(is_root());
+    let dir = tempfile::tempdir().unwrap();
+    let before = std::fs::read_to_string(HALTPOLL_NS).unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
+        .env("PMLAB_STATE_DIR", dir.path())
+        .args([
+            "run",
+            "idle",
+            "--duration",
+            "10m",
+            "--set",
+            "haltpoll.guest_halt_poll_ns=77us",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::fs::read_to_string(HALTPOLL_NS).unwrap().trim() != "77000" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the knob was never set"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert_eq!(std::fs::read_to_string(HALTPOLL_NS).unwrap(), before);
 }
 
 /// Children of `pid` (direct).

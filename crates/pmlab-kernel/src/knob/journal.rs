@@ -51,7 +51,11 @@ fn jerr(path: &Path, e: impl std::fmt::Display) -> KnobError {
 pub fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut f = rest.split_whitespace();
+    if matches!(f.next(), Some("Z") | Some("X")) {
+        return None; // a zombie is dead for our purposes
+    }
+    f.nth(18)?.parse().ok()
 }
 
 /// This boot's id.
