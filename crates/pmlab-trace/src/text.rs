@@ -99,7 +99,7 @@ fn parse_ts(t: &str) -> Option<u64> {
     for _ in f.len()..9 {
         frac *= 10;
     }
-    Some(secs.checked_mul(1_000_000_000)?.checked_add(frac)?)
+    secs.checked_mul(1_000_000_000)?.checked_add(frac)
 }
 
 /// `  comm-pid  (tgid) [cpu] flags ts: name: rest`
