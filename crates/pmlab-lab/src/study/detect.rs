@@ -1,6 +1,7 @@
 //! What the study can do on this machine: the cpuidle driver and governors, idle-polling
 //! knobs, hot-pluggable CPUs, tracefs, cpufreq and root — read from a root path (`/`, or a
-//! fake tree in tests). A small local detection; `pmlab info`'s capabilities say the same.
+//! fake tree in tests): `pmlab info`'s capabilities (`pmlab_kernel::sysinfo`), plus the few
+//! values the study prints (governor lists, the poll limit as found).
 
 use serde::Serialize;
 use std::path::Path;
@@ -18,6 +19,10 @@ pub struct Caps {
     pub haltpoll_poll_ns: Option<String>,
     /// A `POLL` idle state on cpu0.
     pub poll_state: bool,
+    /// The poll-limit knob, when it has an effect here (`haltpoll.guest_halt_poll_ns`).
+    pub polling_knob: Option<String>,
+    /// `pmlab info`'s verdicts: (area, "summary — reason").
+    pub info: Vec<(String, String)>,
     /// Online CPUs with an `online` file (all but the first when every online CPU has one).
     pub hotpluggable: Vec<u32>,
     /// tracefs is mounted, or mountable (root).
@@ -49,10 +54,14 @@ impl Caps {
     /// Detect under `root`.
     pub fn detect(root: &Path) -> Caps {
         let cpu = "/sys/devices/system/cpu";
+        let info =
+            pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root)).capabilities();
         let cpus_online = read(root, &format!("{cpu}/online"))
             .and_then(|s| crate::hotplug::parse_cpu_list(&s).ok())
             .unwrap_or_default();
-        let cpuidle_driver = read(root, &format!("{cpu}/cpuidle/current_driver"))
+        let cpuidle_driver = info
+            .cpuidle_driver
+            .clone()
             .filter(|d| !d.is_empty() && d != "none");
         let governors = read(root, &format!("{cpu}/cpuidle/available_governors"))
             .map(|s| s.split_whitespace().map(String::from).collect())
@@ -60,26 +69,31 @@ impl Caps {
         let current_governor = read(root, &format!("{cpu}/cpuidle/current_governor"))
             .or_else(|| read(root, &format!("{cpu}/cpuidle/current_governor_ro")));
         let haltpoll_poll_ns = read(root, "/sys/module/haltpoll/parameters/guest_halt_poll_ns");
-        let poll_state =
-            read(root, &format!("{cpu}/cpu0/cpuidle/state0/name")).as_deref() == Some("POLL");
+        let poll_state = info.poll_state
+            || read(root, &format!("{cpu}/cpu0/cpuidle/state0/name")).as_deref() == Some("POLL");
         let mut hotpluggable: Vec<u32> = cpus_online
             .iter()
             .copied()
-            .filter(|c| exists(root, &format!("{cpu}/cpu{c}/online")))
+            .filter(|c| {
+                info.hotplug_cpus.contains(c) || exists(root, &format!("{cpu}/cpu{c}/online"))
+            })
             .collect();
         if hotpluggable.len() == cpus_online.len() && !hotpluggable.is_empty() {
             hotpluggable.remove(0);
         }
         let root_user = is_root();
-        let tracefs = root_user
-            && (exists(root, "/sys/kernel/tracing/trace_marker")
-                || exists(root, "/sys/kernel/tracing"));
-        let cpufreq = std::fs::read_dir(root.join("sys/devices/system/cpu/cpufreq"))
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("policy"))
+        let items = info
+            .items
+            .iter()
+            .map(|i| {
+                let text = if i.reason.is_empty() {
+                    i.summary.clone()
+                } else {
+                    format!("{} — {}", i.summary, i.reason)
+                };
+                (format!("info: {}", i.area), text)
             })
-            .unwrap_or(false);
+            .collect();
         Caps {
             root: root_user,
             cpus_online,
@@ -88,14 +102,19 @@ impl Caps {
             current_governor,
             haltpoll_poll_ns,
             poll_state,
+            polling_knob: info.polling_knob.clone(),
+            info: items,
             hotpluggable,
-            tracefs,
-            cpufreq,
+            tracefs: root_user && info.trace_writable,
+            cpufreq: info.cpufreq,
         }
     }
 
     /// Why idle polling cannot be measured here, or None when it can.
     pub fn polling_unavailable(&self) -> Option<String> {
+        if self.polling_knob.is_some() || (self.cpuidle_driver.is_some() && self.poll_state) {
+            return (!self.root).then(|| "changing idle-polling knobs needs root".into());
+        }
         match (&self.cpuidle_driver, &self.haltpoll_poll_ns, self.poll_state) {
             (None, Some(v), _) => Some(format!(
                 "no cpuidle driver is registered (current_driver = none), so idle is the arch default (HLT) and haltpoll.guest_halt_poll_ns (= {v}) has no effect"
@@ -182,5 +201,8 @@ impl Caps {
             ("tracefs".into(), yes(self.tracefs)),
             ("cpufreq".into(), yes(self.cpufreq)),
         ]
+        .into_iter()
+        .chain(self.info.iter().cloned())
+        .collect()
     }
 }

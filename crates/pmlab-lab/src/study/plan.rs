@@ -144,7 +144,11 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 "0,25us,100us,200us",
                 "0,10us,25us,50us,100us,200us,400us",
             );
-            let axis = if caps.haltpoll_poll_ns.is_some() {
+            let axis = if let Some(k) = &caps.polling_knob {
+                format!("{k}={values}")
+            } else if caps.haltpoll_poll_ns.is_some()
+                && caps.cpuidle_driver.as_deref() == Some("haltpoll")
+            {
                 format!("haltpoll.guest_halt_poll_ns={values}")
             } else {
                 "cpuidle.POLL.disable=1,0".to_string()
