@@ -188,6 +188,8 @@ fn info_real_machine_json() {
     assert_eq!(j["tracefs"]["mounted"], true);
     assert_eq!(j["tracefs"]["writable"], true, "{}", j["tracefs"]);
     assert_eq!(j["capabilities"]["trace_writable"], true);
+    // readable, or mountable by pmlab as root
+    assert_eq!(j["capabilities"]["sched_features"], true);
     assert_eq!(j["virt"]["hypervisor_flag"], true);
     assert_eq!(j["hotplug_states"][0]["name"], "offline");
     assert_eq!(

@@ -32,7 +32,9 @@ pub struct Capabilities {
     /// pmlab can record traces: tracefs writable, or not mounted and we are root
     /// on the real machine (pmlab mounts it then).
     pub trace_writable: bool,
-    /// debugfs sched/features is readable now.
+    /// Sched features can be read and switched: debugfs `sched/features` is readable,
+    /// or debugfs is not mounted and we are root on the real machine (the knob
+    /// engine mounts it then).
     pub sched_features: bool,
     /// /sys/kernel/rcu_expedited exists.
     pub rcu_expedited: bool,
@@ -122,7 +124,7 @@ impl SystemInfo {
                 return "cpuidle.off=1 on the kernel command line".into();
             }
             let mut r =
-                "no cpuidle driver registered; CPUs idle in the default idle loop".to_string();
+                "no cpuidle driver registered; CPUs idle in the architecture's default idle (HLT on x86), no idle states or per-state counters".to_string();
             if self.virt.is_kvm() && halt_force.is_some() {
                 let hint = match self.virt.realtime_hint() {
                     Some(false) => "KVM does not set KVM_HINTS_REALTIME",
@@ -309,8 +311,21 @@ impl SystemInfo {
         ));
 
         // sched features
-        let sched_features = self.sched_features.value().is_some();
+        let mountable = |u: &super::Unavailable| {
+            u.status == super::Status::NotMounted && self.is_root && self.root == "/"
+        };
+        let sched_features = match &self.sched_features {
+            super::Item::Value(_) => true,
+            super::Item::Unavailable(u) => mountable(u),
+        };
         items.push(match &self.sched_features {
+            super::Item::Unavailable(u) if mountable(u) => cap(
+                "sched features",
+                true,
+                "ok (pmlab mounts debugfs)".into(),
+                "debugfs is not mounted; pmlab mounts it at /sys/kernel/debug when it sets one"
+                    .into(),
+            ),
             super::Item::Value(f) => cap(
                 "sched features",
                 true,
