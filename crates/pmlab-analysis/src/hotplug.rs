@@ -127,6 +127,9 @@ impl Operation {
     }
 }
 
+/// One step across operations: (cpuhp state, callback).
+type StepKey<'a> = (i32, &'a str);
+
 /// A step across operations of one direction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepStat {
@@ -578,7 +581,7 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
                 MIN_COVERAGE * 100.0
             ));
         }
-        let mut by: HashMap<(i32, &str), (Option<String>, Vec<u64>)> = HashMap::new();
+        let mut by: HashMap<StepKey, (Option<String>, Vec<u64>)> = HashMap::new();
         for o in &mine {
             for s in &o.steps {
                 by.entry((s.state, s.callback.as_str()))

@@ -66,7 +66,6 @@ fn expect_clean(s: &MachineState) {
 /// The hotplug tests cycle the same CPU: one at a time within this test binary.
 static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[must_use]
 fn require_machine() -> std::sync::MutexGuard<'static, ()> {
     let guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
