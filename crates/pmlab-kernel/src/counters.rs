@@ -687,6 +687,18 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
             out.push(neutral(on_cpu("cpu.busy_pct", Some(*c)), v, "%"));
         }
     }
+    // Without cpuidle counters (no driver), idle residency is the idle task's time in
+    // /proc/stat: the same quantity at tick resolution.
+    if cpus.is_empty() {
+        if let Some(v) = busy(&before.cpu_total, &after.cpu_total) {
+            out.push(neutral("idle.share_pct".into(), 100.0 - v, "%"));
+        }
+        for (c, a) in &after.cpu_times {
+            if let Some(v) = before.cpu_times.get(c).and_then(|b| busy(b, a)) {
+                out.push(neutral(on_cpu("idle.share_pct", Some(*c)), 100.0 - v, "%"));
+            }
+        }
+    }
 
     // RAPL
     let mut energy_total = 0.0;
@@ -933,6 +945,20 @@ mod tests {
             m.iter().find(|x| x.name == "power.W").unwrap().direction,
             Direction::Lower
         );
+    }
+
+    #[test]
+    fn without_cpuidle_idle_share_comes_from_proc_stat() {
+        let t = Tree::new();
+        t.procs([0, 0], [0, 0], 0, [0, 0], 0, [0, 0]);
+        let before = t.take(0);
+        // cpu0 +100 idle jiffies (its busy fields stay), cpu1 +300: totals 100+100 busy
+        t.procs([0, 0], [0, 0], 0, [0, 0], 0, [100, 300]);
+        let after = t.take(4);
+        let m = delta_metrics(&before, &after);
+        assert_eq!(get(&m, "idle.share_pct@cpu0"), 100.0);
+        assert_eq!(get(&m, "idle.share_pct@cpu1"), 100.0);
+        assert!(m.iter().all(|x| !x.name.starts_with("idle.exits")));
     }
 
     #[test]

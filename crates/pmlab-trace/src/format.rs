@@ -310,8 +310,10 @@ fn is_ident(s: &str) -> bool {
 fn split_last_ident(s: &str) -> Option<(String, String)> {
     let s = s.trim_end();
     let start = s
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map(|i| i + 1)
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map(|(i, c)| i + c.len_utf8())
         .unwrap_or(0);
     let name = &s[start..];
     let ty = s[..start].trim();
@@ -326,6 +328,16 @@ mod tests {
     use super::*;
 
     const SCHED_SWITCH: &str = "name: sched_switch\nID: 316\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:__data_loc char[] name;\toffset:28;\tsize:4;\tsigned:0;\n\tfield:const char * fmt;\toffset:32;\tsize:8;\tsigned:0;\n\tfield:u32 buf[];\toffset:40;\tsize:0;\tsigned:0;\n\nprint fmt: \"prev_comm=%s prev_pid=%d\", REC->prev_comm, REC->prev_pid\n";
+
+    #[test]
+    fn last_identifier_after_a_multibyte_character() {
+        // found by fuzzing: a non-ASCII byte sequence right before the field name
+        assert_eq!(
+            split_last_ident("unsigned \u{fffd}x"),
+            Some(("unsigned \u{fffd}".into(), "x".into()))
+        );
+        assert_eq!(split_last_ident("\u{fffd}"), None);
+    }
 
     #[test]
     fn parses_fields_and_kinds() {

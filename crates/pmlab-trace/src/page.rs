@@ -368,7 +368,7 @@ impl<'a> PageCursor<'a> {
                 .map_err(|m| Malformed(format!("page at data offset {start}: {}", m.0)))?;
             match h.missed {
                 Missed::None => {}
-                Missed::Count(n) => self.lost += n,
+                Missed::Count(n) => self.lost = self.lost.saturating_add(n),
                 Missed::Unknown => self.lost_unknown = true,
             }
             self.page_missed = h.missed;
@@ -445,10 +445,13 @@ pub(crate) mod tests {
                 .extend_from_slice(&((ts >> 27) as u32).to_le_bytes());
             self
         }
+        /// A padding (discarded) record of `4 + len` bytes in all, as the kernel writes it:
+        /// array[0] holds the length after the header word.
         pub fn padding(&mut self, delta: u32, len: u32) -> &mut Self {
+            assert!(len >= 4);
             self.word(TYPE_PADDING, delta);
             self.data.extend_from_slice(&len.to_le_bytes());
-            self.data.resize(self.data.len() + len as usize, 0);
+            self.data.resize(self.data.len() + len as usize - 4, 0);
             self
         }
         pub fn build(&self, page_size: usize) -> Vec<u8> {
@@ -476,6 +479,19 @@ pub(crate) mod tests {
         let mut v = Vec::new();
         for_each_record(&layout(), page, |r| v.push(r))?;
         Ok(v)
+    }
+
+    #[test]
+    fn huge_missed_counts_saturate_instead_of_overflowing() {
+        // found by fuzzing: two pages each claiming u64::MAX - 1 missed events
+        let mut b = PageBuilder::new(1);
+        b.event(1, &[1; 8]);
+        b.missed = Some(u64::MAX - 1);
+        let page = b.build(4096);
+        let two = [page.clone(), page].concat();
+        let mut c = PageCursor::new(layout(), &two, 4096);
+        while let Ok(Some(_)) = c.next_record() {}
+        assert_eq!(c.lost, u64::MAX);
     }
 
     #[test]

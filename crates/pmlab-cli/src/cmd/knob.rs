@@ -173,6 +173,9 @@ fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
     }
     t.keep();
     println!("(journaled: `pmlab knob restore` puts them back)");
+    for note in knob::effect_notes(root, assignments) {
+        eprintln!("pmlab: note: {note}");
+    }
     Ok(())
 }
 

@@ -317,6 +317,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("pmlab: {line}");
         }
         t.apply(&args.set)?;
+        for note in pmlab_kernel::knob::effect_notes(&root, &args.set) {
+            eprintln!("pmlab: note: {note}");
+        }
         knobs = Some(t);
     }
 

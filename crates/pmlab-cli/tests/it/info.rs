@@ -188,8 +188,17 @@ fn info_real_machine_json() {
     assert_eq!(j["tracefs"]["mounted"], true);
     assert_eq!(j["tracefs"]["writable"], true, "{}", j["tracefs"]);
     assert_eq!(j["capabilities"]["trace_writable"], true);
-    // readable, or mountable by pmlab as root
-    assert_eq!(j["capabilities"]["sched_features"], true);
+    // readable, mountable by pmlab as root, or blocked with the reason named
+    let features = std::fs::read_to_string("/sys/kernel/debug/sched/features");
+    match features {
+        Ok(_) => assert_eq!(j["capabilities"]["sched_features"], true),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            assert_eq!(j["capabilities"]["sched_features"], false);
+            let detail = j["sched_features"]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("lockdown"), "{}", j["sched_features"]);
+        }
+        Err(_) => {}
+    }
     assert_eq!(j["virt"]["hypervisor_flag"], true);
     assert_eq!(j["hotplug_states"][0]["name"], "offline");
     assert_eq!(

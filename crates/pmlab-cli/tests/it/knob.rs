@@ -128,6 +128,11 @@ fn many_knobs(dir: &Path) -> Vec<(String, String)> {
         "rcutree.jiffies_till_next_fqs",
         "workqueue.cpu_intensive_thresh_us",
         "workqueue.watchdog_thresh",
+        // harmless elsewhere-module parameters, for machines with few cpuidle states
+        "keyboard.brl_timeout",
+        "keyboard.brl_nbchords",
+        "clocksource.verify_n_cpus",
+        "fuse.max_user_congthresh",
     ];
     for n in bumps {
         if let Some(v) = value(n).and_then(|v| v.parse::<i64>().ok()) {

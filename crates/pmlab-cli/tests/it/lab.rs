@@ -845,7 +845,6 @@ fn real_compare_with_trace_stores_a_trace_per_run() {
 /// difference is significant within 5 rounds; without a cpuidle driver the knob does nothing
 /// and the report must say so (and must not invent a difference).
 #[test]
-#[ignore = "until the knobs helper's TransactionKnobs backend is wired into the CLI"]
 fn real_polling_ab_verdict_within_five_rounds_or_no_driver_said() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());

@@ -8,12 +8,13 @@ pub fn pmlab() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("pmlab").expect("pmlab binary")
 }
 
-/// The shared trace fixtures (`../shared/fixtures` beside the repository), or `$PMLAB_FIXTURES`.
+/// The trace fixtures from other machines (`tests/fixtures`, a copy of the shared set), or
+/// `$PMLAB_FIXTURES`.
 pub fn fixtures() -> PathBuf {
     if let Ok(p) = std::env::var("PMLAB_FIXTURES") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
 /// True when running as root (the project's machines always are).

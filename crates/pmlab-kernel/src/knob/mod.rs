@@ -75,6 +75,27 @@ pub struct KnobInfo {
     pub help: String,
 }
 
+/// Notes on assignments that are valid but do nothing here: haltpoll's parameters only act
+/// through the haltpoll cpuidle driver, so with another driver (or none) they change a
+/// number and not the idle loop. One note per knob family.
+pub fn effect_notes(root: &Root, assignments: &[String]) -> Vec<String> {
+    let driver =
+        std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_driver"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "none".into());
+    let touches_haltpoll = assignments
+        .iter()
+        .any(|a| a.trim_start().starts_with("haltpoll."));
+    if touches_haltpoll && driver != "haltpoll" {
+        vec![format!(
+            "haltpoll.* parameters have no effect here: the cpuidle driver is {driver}, not \
+             haltpoll, so idle does not poll whatever they say"
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Validate assignments without writing anything.
 pub fn validate(root: &Root, assignments: &[String]) -> Result<(), KnobError> {
     plan(root, assignments).map(|_| ())

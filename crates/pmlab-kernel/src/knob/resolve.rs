@@ -317,8 +317,13 @@ pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
             }
             if let Some(f) = &t.feature {
                 let text = std::fs::read_to_string(&t.path).map_err(|e| {
+                    let why = if e.raw_os_error() == Some(libc::EPERM) {
+                        "; kernel lockdown blocks writable debugfs files, even for root"
+                    } else {
+                        ""
+                    };
                     bad(format!(
-                        "sched features cannot be read here ({}: {})",
+                        "sched features cannot be read here ({}: {}{why})",
                         def.file,
                         file::describe(&e)
                     ))

@@ -416,3 +416,20 @@ fn kept_journals_wait_for_knob_restore() {
     assert_eq!(get(r, "/sys/kernel/rcu_expedited"), "0");
     assert!(journal::sweep(jdir.path(), true).unwrap().is_empty());
 }
+
+#[test]
+fn haltpoll_knobs_without_the_haltpoll_driver_get_a_note() {
+    let d = big_tree(); // intel_idle
+    let set = vec!["haltpoll.guest_halt_poll_ns=200us".to_string()];
+    let notes = effect_notes(&Root::new(d.path()), &set);
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("intel_idle"), "{notes:?}");
+    let other = vec!["rcu.expedited=1".to_string()];
+    assert!(effect_notes(&Root::new(d.path()), &other).is_empty());
+    put(
+        d.path(),
+        "/sys/devices/system/cpu/cpuidle/current_driver",
+        "haltpoll\n",
+    );
+    assert!(effect_notes(&Root::new(d.path()), &set).is_empty());
+}

@@ -49,6 +49,49 @@ pub fn read(root: &Root) -> Item<Vec<SchedFeature>> {
     let path = root.path(&format!("{}/sched/features", m.dir.trim_end_matches('/')));
     match read_path(&path) {
         Ok(t) => Item::Value(parse(&t)),
-        Err(e) => Item::Unavailable(unavailable(root, &e)),
+        Err(e) => {
+            let mut u = unavailable(root, &e);
+            if u.status == Status::Error && u.detail.as_deref() == Some("permission denied") {
+                u.detail = Some(lockdown_note(root));
+            }
+            Item::Unavailable(u)
+        }
+    }
+}
+
+/// Why root cannot read a writable debugfs file: kernel lockdown (`integrity` or
+/// `confidentiality`) blocks them. Names the mode when securityfs shows it.
+fn lockdown_note(root: &Root) -> String {
+    let mode = read_path(&root.path("/sys/kernel/security/lockdown"))
+        .ok()
+        .and_then(|t| lockdown_mode(&t));
+    match mode {
+        Some(m) => format!(
+            "permission denied as root: kernel lockdown ({m}) blocks writable debugfs files"
+        ),
+        None => "permission denied as root: kernel lockdown most likely blocks writable \
+                 debugfs files (CONFIG_SECURITY_LOCKDOWN_LSM)"
+            .into(),
+    }
+}
+
+/// The active mode in securityfs `lockdown` (`none [integrity] confidentiality`).
+pub fn lockdown_mode(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lockdown_mode_is_the_bracketed_word() {
+        assert_eq!(
+            lockdown_mode("none [integrity] confidentiality\n").as_deref(),
+            Some("integrity")
+        );
+        assert_eq!(lockdown_mode("none integrity"), None);
     }
 }
