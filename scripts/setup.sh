@@ -16,4 +16,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Independent Parquet readers for the pmlab_analysis::parquet test.
-python3 -c 'import pyarrow, duckdb' >/dev/null 2>&1 || python3 -m pip install -q --root-user-action=ignore pyarrow duckdb
+if ! python3 -c 'import pyarrow, duckdb' >/dev/null 2>&1; then
+  python3 -m pip install -q --root-user-action=ignore pyarrow duckdb ||
+    python3 -m pip install -q --root-user-action=ignore --break-system-packages pyarrow duckdb
+fi

@@ -17,7 +17,7 @@ const EXAMPLES: &str = "Examples:
   pmlab analyze polling.dat --baseline nopolling.dat --only idle,wakeups
   pmlab analyze juno.dat --energy-model plat_info.yml --only energy,freq
   pmlab analyze trace.dat --idle-states 0=POLL:0,1=C1:2,2=C1E:20 --only idle
-  pmlab analyze trace.dat --export out/      # one CSV per table
+  pmlab analyze trace.dat --export out/      # one CSV and Parquet file per table
 
 Analyses: idle (residency per CPU and state, governor misses, all-CPUs-idle overlap;
 idle-task fallback where cpu_idle is missing), wakeups (idle exits/s by cause: timer
@@ -27,7 +27,7 @@ energy (needs --energy-model: TOML or LISA plat_info.yml), haltpoll (guest_halt_
 timeline). An analysis whose events are missing says how to record them; the others run.
 A counters sidecar FILE.counters.json ({\"before\": Snapshot, \"after\": Snapshot}) adds a
 cross-check of trace idle time against the kernel's counters.
---export writes CSV files (Parquet is not available yet).";
+--export writes one CSV and one Parquet file per table.";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -163,11 +163,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.export {
         let mut tables: Vec<Table> = sections.iter().flat_map(|s| s.tables.clone()).collect();
         tables.extend(diffs.iter().flat_map(|d| d.1.clone()));
-        let written = export::write_csv(dir, &tables)
+        let csv = export::write_csv(dir, &tables)
+            .with_context(|| format!("cannot export to {}", dir.display()))?;
+        let parquet = export::write_parquet(dir, &tables)
             .with_context(|| format!("cannot export to {}", dir.display()))?;
         eprintln!(
-            "pmlab: wrote {} CSV files to {} (Parquet export is not available yet)",
-            written.len(),
+            "pmlab: wrote {} CSV and {} Parquet files to {}",
+            csv.len(),
+            parquet.len(),
             dir.display()
         );
     }

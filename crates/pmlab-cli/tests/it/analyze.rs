@@ -292,6 +292,29 @@ fn analyze_exports_csv_and_diffs_against_a_baseline() {
     );
     assert_eq!(csv.lines().count(), 1 + 6 + 1);
     assert!(dir.path().join("freq_residency.csv").exists());
+    // the Parquet twin, read by DuckDB: same rows and the same idle time as the CSV
+    let pq = dir.path().join("idle_cpus.parquet");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import duckdb,sys; print(duckdb.sql(f\"SELECT count(*), round(sum(idle_ms), 3) FROM '{sys.argv[1]}'\").fetchall()[0])",
+        ])
+        .arg(&pq)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv_idle: f64 = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2)?.parse::<f64>().ok())
+        .sum();
+    let got = String::from_utf8_lossy(&out.stdout).to_string();
+    let expect = format!("(7, {})", (csv_idle * 1000.0).round() / 1000.0);
+    assert_eq!(got.trim(), expect, "DuckDB read of {}", pq.display());
     // against itself: every difference is zero
     let v = json(&[
         f.to_str().unwrap(),
