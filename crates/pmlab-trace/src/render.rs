@@ -478,7 +478,7 @@ fn has_unknown_function(args: &[String]) -> bool {
                 while j < b.len() && b[j] == b' ' {
                     j += 1;
                 }
-                let prev_arrow = s >= 2 && &a[s - 2..s] == "->";
+                let prev_arrow = s >= 2 && &b[s - 2..s] == b"->";
                 if j < b.len() && b[j] == b'(' && !prev_arrow && !KNOWN_FUNCS.contains(&word) {
                     // `(type)(expr)` casts look like calls only after a ')'.
                     return true;
@@ -1361,6 +1361,13 @@ pub fn print_fmt_fails(f: &EventFormat) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_function_check_after_a_multibyte_character() {
+        // found by fuzzing: a print-fmt argument with a non-ASCII character before a name
+        assert!(has_unknown_function(&["\u{fffd}x(1)".to_string()]));
+        assert!(!has_unknown_function(&["\u{fffd}->x".to_string()]));
+    }
 
     #[test]
     fn printf_ints() {
