@@ -43,14 +43,32 @@ enum Ev {
     Switch,
 }
 
-/// A cause and its originator (IPI sender task, polling waker).
-type Attributed = (Cause, Option<String>);
+/// A cause as found in the event loop: borrowed from the trace, resolved to a [`Cause`]
+/// (symbols, strings) once per distinct key when aggregating.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key<'a> {
+    LocalTimer,
+    /// hrtimer function address.
+    Hrtimer(u64),
+    Irq(&'a str),
+    ArmIpi(&'a str),
+    /// A vector entry that is not an IPI, or an IPI whose sender is unknown.
+    Vector(usize),
+    /// An IPI vector joined to its sender's callsite and callback addresses.
+    Ipi(usize, u64, u64),
+    NoIpi,
+    Unknown,
+}
 
+/// A cause and its originator's pid (IPI sender task, polling waker).
+type Attributed<'a> = (Key<'a>, Option<i32>);
+
+#[derive(Clone, Copy)]
 struct Sent {
     ts: u64,
     pid: i32,
-    callsite: String,
-    callback: String,
+    callsite: u64,
+    callback: u64,
 }
 
 /// Per-CPU progress through its idle periods.
@@ -145,6 +163,17 @@ const IPI_VECTORS: &[&str] = &[
     "irq_work",
 ];
 
+/// Remember the last IPI sent to CPU `t` (a CPU number beyond any machine is ignored).
+fn send_to(sent: &mut Vec<Option<Sent>>, t: usize, s: Sent) {
+    if t >= 1 << 16 {
+        return;
+    }
+    if sent.len() <= t {
+        sent.resize(t + 1, None);
+    }
+    sent[t] = Some(s);
+}
+
 /// The wakeups analysis.
 pub fn analyze(trace: &Trace, opts: &Options) -> Result<WakeupsReport, Missing> {
     let p = idle::periods(trace, opts).map_err(|_| {
@@ -164,7 +193,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<WakeupsReport, Missing> 
 
 /// The wakeups analysis over already computed idle periods.
 pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<WakeupsReport, Missing> {
-    let mut kinds: HashMap<u16, Ev> = HashMap::new();
+    let mut kinds: Vec<Option<Ev>> = Vec::new();
     let mut vec_names: Vec<String> = Vec::new();
     for f in trace.formats.values() {
         let k = match (f.system.as_str(), f.name.as_str()) {
@@ -184,11 +213,16 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             ("sched", "sched_switch") => Ev::Switch,
             _ => continue,
         };
-        kinds.insert(f.id, k);
+        let id = f.id as usize;
+        if kinds.len() <= id {
+            kinds.resize(id + 1, None);
+        }
+        kinds[id] = Some(k);
     }
     let sources = [Ev::LocalTimer, Ev::Hrtimer, Ev::Irq, Ev::ArmIpi, Ev::NoIpi];
     if !kinds
-        .values()
+        .iter()
+        .flatten()
         .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
     {
         return Err(missing_sources());
@@ -217,19 +251,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     let mut st: Vec<CpuState> = (0..ncpu).map(|_| CpuState::default()).collect();
     let mut causes: Vec<Vec<Option<Attributed>>> =
         periods.iter().map(|ps| vec![None; ps.len()]).collect();
-    let mut wakers: HashMap<(String, String, u32), u64> = HashMap::new();
-    let mut sent: HashMap<u32, Sent> = HashMap::new();
-    let sym = |i: usize, f: Option<FieldRef>| -> String {
-        f.map(|f| trace.u64_at(i, f))
-            .map(|a| {
-                if a == 0 {
-                    String::new()
-                } else {
-                    trace.sym(a).unwrap_or("?").to_string()
-                }
-            })
-            .unwrap_or_default()
-    };
+    // (waker pid, wakee comm, wakee pid, cpu) → count
+    let mut wakers: HashMap<(i32, &str, i64, u32), u64> = HashMap::new();
+    let mut sent: Vec<Option<Sent>> = Vec::new();
+    let addr = |i: usize, f: Option<FieldRef>| f.map_or(0, |f| trace.u64_at(i, f));
     let ev = &trace.events;
     // Bring cpu `c`'s candidate up to `ts`: the last period that began at or before it.
     let advance = |s: &mut CpuState, ps: &[idle::Period], ts: u64| {
@@ -242,7 +267,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     };
     let mut seen_sources = 0u64;
     for i in 0..ev.len() {
-        let Some(&k) = kinds.get(&ev.id[i]) else {
+        let Some(&Some(k)) = kinds.get(ev.id[i] as usize) else {
             continue;
         };
         let ts = ev.ts[i];
@@ -253,34 +278,28 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             Ev::NoIpi => f_noipi_cpu.map(|f| trace.i64_at(i, f) as u32),
             Ev::Waking => f_wk_target.map(|f| trace.i64_at(i, f) as u32),
             Ev::SendCpu => {
-                let (Some(fc), true) = (f_send_cpu, true) else {
-                    continue;
-                };
-                let t = trace.u64_at(i, fc) as u32;
+                let Some(fc) = f_send_cpu else { continue };
                 let s = Sent {
                     ts,
                     pid: ev.pid[i],
-                    callsite: sym(i, f_send_site),
-                    callback: sym(i, f_send_cb),
+                    callsite: addr(i, f_send_site),
+                    callback: addr(i, f_send_cb),
                 };
-                sent.insert(t, s);
+                send_to(&mut sent, trace.u64_at(i, fc) as usize, s);
                 continue;
             }
             Ev::SendMask => {
                 let Some(fm) = f_mask else { continue };
-                let bytes = trace.bytes_at(i, fm);
-                let (site, cb) = (sym(i, f_mask_site), sym(i, f_mask_cb));
-                for (bi, b) in bytes.iter().enumerate() {
+                let s = Sent {
+                    ts,
+                    pid: ev.pid[i],
+                    callsite: addr(i, f_mask_site),
+                    callback: addr(i, f_mask_cb),
+                };
+                for (bi, b) in trace.bytes_at(i, fm).iter().enumerate() {
                     for bit in 0..8 {
                         if b & (1 << bit) != 0 {
-                            let t = (bi * 8 + bit) as u32;
-                            let s = Sent {
-                                ts,
-                                pid: ev.pid[i],
-                                callsite: site.clone(),
-                                callback: cb.clone(),
-                            };
-                            sent.insert(t, s);
+                            send_to(&mut sent, bi * 8 + bit, s);
                         }
                     }
                 }
@@ -307,14 +326,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             if !s.waker {
                 s.waker = true;
                 let wakee = match (f_wk_comm, f_wk_pid) {
-                    (Some(fc), Some(fp)) => {
-                        format!("{}:{}", trace.str_at(i, fc), trace.i64_at(i, fp))
-                    }
-                    _ => "?".into(),
+                    (Some(fc), Some(fp)) => (trace.str_at(i, fc), trace.i64_at(i, fp)),
+                    _ => ("?", i64::MIN),
                 };
-                *wakers
-                    .entry((task(trace, ev.pid[i]), wakee, c))
-                    .or_default() += 1;
+                *wakers.entry((ev.pid[i], wakee.0, wakee.1, c)).or_default() += 1;
             }
             continue;
         }
@@ -325,7 +340,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         let slot = &mut causes[c as usize][pi];
         if slot.is_some() {
             if s.refine && k == Ev::Hrtimer {
-                *slot = Some((Cause::new("timer", sym(i, f_hr_fn)), None));
+                *slot = Some((Key::Hrtimer(addr(i, f_hr_fn)), None));
                 s.refine = false;
             }
             continue;
@@ -333,49 +348,33 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         let cause = match k {
             Ev::LocalTimer => {
                 s.refine = true;
-                (Cause::new("timer", "local timer"), None)
+                (Key::LocalTimer, None)
             }
-            Ev::Hrtimer => (Cause::new("timer", sym(i, f_hr_fn)), None),
+            Ev::Hrtimer => (Key::Hrtimer(addr(i, f_hr_fn)), None),
             Ev::Irq => {
-                let name = f_irq_name
-                    .map(|f| trace.str_at(i, f))
-                    .unwrap_or("?")
-                    .to_string();
+                let name = f_irq_name.map(|f| trace.str_at(i, f)).unwrap_or("?");
                 s.refine = name.contains("timer");
-                (Cause::new("irq", name), None)
+                (Key::Irq(name), None)
             }
-            Ev::ArmIpi => {
-                let r = f_arm_reason.map(|f| trace.str_at(i, f)).unwrap_or("?");
-                (
-                    Cause::new("ipi", r.trim_end_matches(" interrupts").to_string()),
-                    None,
-                )
-            }
+            Ev::ArmIpi => (
+                Key::ArmIpi(f_arm_reason.map(|f| trace.str_at(i, f)).unwrap_or("?")),
+                None,
+            ),
             Ev::Vector(v) => {
-                let name = &vec_names[v];
-                if !IPI_VECTORS.contains(&name.as_str()) {
-                    (Cause::new("irq", format!("vector {name}")), None)
+                if !IPI_VECTORS.contains(&vec_names[v].as_str()) {
+                    (Key::Vector(v), None)
                 } else {
                     let snd = sent
-                        .remove(&c)
+                        .get_mut(c as usize)
+                        .and_then(Option::take)
                         .filter(|x| ts >= x.ts && ts - x.ts < 100_000_000);
                     match snd {
-                        Some(x) => {
-                            let purpose = ipi_purpose(&x.callsite, &x.callback);
-                            let detail = match purpose {
-                                Some(pu) => format!("{name}: {pu} ({})", x.callsite),
-                                None => format!("{name} from {}", x.callsite),
-                            };
-                            (Cause::new("ipi", detail), Some(task(trace, x.pid)))
-                        }
-                        None => (Cause::new("ipi", name.clone()), None),
+                        Some(x) => (Key::Ipi(v, x.callsite, x.callback), Some(x.pid)),
+                        None => (Key::Vector(v), None),
                     }
                 }
             }
-            Ev::NoIpi => (
-                Cause::new("polling", "wakeup without IPI"),
-                Some(task(trace, ev.pid[i])),
-            ),
+            Ev::NoIpi => (Key::NoIpi, Some(ev.pid[i])),
             _ => continue,
         };
         *slot = Some(cause);
@@ -386,24 +385,53 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     }
     // Aggregate.
     let secs = (p.span() as f64 / 1e9).max(1e-9);
-    let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();
+    let symbol = |a: u64| -> String {
+        if a == 0 {
+            String::new()
+        } else {
+            trace.sym(a).unwrap_or("?").to_string()
+        }
+    };
+    let resolve = |k: &Key| -> Cause {
+        match *k {
+            Key::LocalTimer => Cause::new("timer", "local timer"),
+            Key::Hrtimer(a) => Cause::new("timer", symbol(a)),
+            Key::Irq(name) => Cause::new("irq", name),
+            Key::ArmIpi(r) => Cause::new("ipi", r.trim_end_matches(" interrupts")),
+            Key::Vector(v) if IPI_VECTORS.contains(&vec_names[v].as_str()) => {
+                Cause::new("ipi", vec_names[v].clone())
+            }
+            Key::Vector(v) => Cause::new("irq", format!("vector {}", vec_names[v])),
+            Key::Ipi(v, site, cb) => {
+                let (site, cb) = (symbol(site), symbol(cb));
+                let name = &vec_names[v];
+                let detail = match ipi_purpose(&site, &cb) {
+                    Some(pu) => format!("{name}: {pu} ({site})"),
+                    None => format!("{name} from {site}"),
+                };
+                Cause::new("ipi", detail)
+            }
+            Key::NoIpi => Cause::new("polling", "wakeup without IPI"),
+            Key::Unknown => Cause::new("unknown", ""),
+        }
+    };
+    // Count by (cpu, key) first; distinct keys become causes (and merge) once.
+    let mut by_key: HashMap<(u32, Key), (u64, HashMap<i32, u64>)> = HashMap::new();
     let mut cpu_rows = Vec::new();
     for &c in &cpus {
         let ps = periods[c as usize];
-        let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
         let mut exits = 0;
         for (q, cause) in ps.iter().zip(&causes[c as usize]) {
             if q.open_end {
                 continue;
             }
             exits += 1;
-            let (cause, origin) = cause.clone().unwrap_or((Cause::new("unknown", ""), None));
-            *by_kind.entry(cause.kind.clone()).or_default() += 1;
-            for key in [c, u32::MAX] {
-                let e = rows.entry((key, cause.clone())).or_default();
+            let (key, origin) = cause.unwrap_or((Key::Unknown, None));
+            for cpu_key in [c, u32::MAX] {
+                let e = by_key.entry((cpu_key, key)).or_default();
                 e.0 += 1;
-                if let Some(o) = &origin {
-                    *e.1.entry(o.clone()).or_default() += 1;
+                if let Some(o) = origin {
+                    *e.1.entry(o).or_default() += 1;
                 }
             }
         }
@@ -412,8 +440,21 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             source: p.source.get(&c).copied().unwrap_or(Source::None),
             exits,
             per_s: exits as f64 / secs,
-            by_kind,
+            by_kind: BTreeMap::new(),
         });
+    }
+    let mut names: HashMap<Key, Cause> = HashMap::new();
+    let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();
+    for ((cpu, key), (n, origins)) in by_key {
+        let cause = names.entry(key).or_insert_with(|| resolve(&key)).clone();
+        if let Some(r) = cpu_rows.iter_mut().find(|r| r.cpu == cpu) {
+            *r.by_kind.entry(cause.kind.clone()).or_default() += n;
+        }
+        let e = rows.entry((cpu, cause)).or_default();
+        e.0 += n;
+        for (pid, m) in origins {
+            *e.1.entry(task(trace, pid)).or_default() += m;
+        }
     }
     let total: u64 = cpu_rows.iter().map(|r| r.exits).sum();
     let mut causes_out: Vec<CauseRow> = rows
@@ -448,9 +489,13 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     });
     let mut wk: Vec<WakerRow> = wakers
         .into_iter()
-        .map(|((waker, wakee, cpu), count)| WakerRow {
-            waker,
-            wakee,
+        .map(|((waker, comm, pid, cpu), count)| WakerRow {
+            waker: task(trace, waker),
+            wakee: if pid == i64::MIN {
+                "?".into()
+            } else {
+                format!("{comm}:{pid}")
+            },
             cpu,
             count,
             per_s: count as f64 / secs,
@@ -470,7 +515,8 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         );
     }
     if !kinds
-        .values()
+        .iter()
+        .flatten()
         .any(|k| matches!(k, Ev::SendCpu | Ev::SendMask))
     {
         notes.push("IPI senders unknown: record ipi:ipi_send_cpu and ipi:ipi_send_cpumask (`pmlab record -e ipi`)".into());

@@ -238,7 +238,7 @@ fn pipe_with_polling_on_loses_nothing_and_matches_trace_cmd() {
     // each op is a wakeup and two switches at least
     assert!(events >= 600_000, "only {events} events");
     assert!(count_of(&j, "sched:sched_switch") >= 400_000);
-    assert!(count_of(&j, "sched:sched_wakeup") >= 200_000);
+    assert!(count_of(&j, "sched:sched_waking") >= 200_000);
     assert_eq!(
         j["lost_per_cpu"].as_array().unwrap().len(),
         j["cpus"].as_array().unwrap().len()
