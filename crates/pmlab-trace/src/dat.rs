@@ -874,16 +874,15 @@ fn merge(
         Vec::new()
     };
     let mut missed_before = Vec::new();
+    let mut cols = ColWriter::new();
+    cols.resume(&mut ev);
     let big = endian == Endian::Big;
     let need = (type_off + 2).max(pid_off + 4);
     let k = cursors.len();
     let mut heads: Vec<Option<crate::page::CursorRecord>> = Vec::with_capacity(k);
-    for (i, c) in cursors.iter_mut().enumerate() {
-        heads.push(
-            c.2.next_record()
-                .map_err(|m| Malformed(format!("cpu {}: {}", c.1, m.0)))?,
-        );
-        let _ = i;
+    for (_, cpu, c) in cursors.iter_mut() {
+        heads.push(c.next_record());
+        cursor_error(c, *cpu)?;
     }
     loop {
         // Pick the lowest head; ties go to the lowest index.
@@ -921,8 +920,9 @@ fn merge(
             let o = base + rec.offset;
             let (id, pid) = if rec.len as usize >= need {
                 let b = &raw[o..o + need];
-                let t = [b[type_off], b[type_off + 1]];
-                let p = [b[pid_off], b[pid_off + 1], b[pid_off + 2], b[pid_off + 3]];
+                // Whole-slice conversions: one load each instead of byte-by-byte.
+                let t: [u8; 2] = b[type_off..type_off + 2].try_into().unwrap();
+                let p: [u8; 4] = b[pid_off..pid_off + 4].try_into().unwrap();
                 if big {
                     (u16::from_be_bytes(t), i32::from_be_bytes(p))
                 } else {
@@ -931,31 +931,139 @@ fn merge(
             } else {
                 (0, 0)
             };
-            if let Some(m) = rec.missed {
-                missed_before.push((ev.ts.len(), m));
+            // `cur` is still on `rec`'s page: it advances only below.
+            if rec.page_start {
+                if let Some(m) = cur.missed_now() {
+                    missed_before.push((cols.rows(), m));
+                }
             }
-            ev.ts.push(rec.ts);
-            ev.cpu.push(*cpu);
-            ev.pid.push(pid);
-            ev.id.push(id);
-            ev.off.push(o as u64);
-            ev.len.push(rec.len as u32);
+            cols.push(&mut ev, rec.ts, *cpu, pid, id, o as u64, rec.len);
             if multi_buffer {
                 ebuf.push(*bi);
             }
-            match cur
-                .next_record()
-                .map_err(|m| Malformed(format!("cpu {cpu}: {}", m.0)))?
-            {
+            match cur.next_record() {
                 Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
                 other => {
+                    if other.is_none() {
+                        cursor_error(cur, *cpu)?;
+                    }
                     heads[best] = other;
                     break;
                 }
             }
         }
     }
+    cols.finish(&mut ev);
     Ok((ev, ebuf, missed_before))
+}
+
+/// The error that stopped `c`, if any.
+fn cursor_error(c: &mut PageCursor, cpu: u32) -> R<()> {
+    match c.error.take() {
+        Some(m) => bad(format!("cpu {cpu}: {}", m.0)),
+        None => Ok(()),
+    }
+}
+
+/// Appends rows to the six event columns with one capacity check per row instead of six
+/// (Vec::push keeps six lengths and checks six capacities). Between `resume` and `finish`
+/// rows are written past the Vecs' lengths; `finish` sets them.
+struct ColWriter {
+    n: usize,
+    cap: usize,
+    ts: *mut u64,
+    cpu: *mut u32,
+    pid: *mut i32,
+    id: *mut u16,
+    off: *mut u64,
+    len: *mut u32,
+}
+
+impl ColWriter {
+    fn new() -> ColWriter {
+        ColWriter {
+            n: 0,
+            cap: 0,
+            ts: std::ptr::null_mut(),
+            cpu: std::ptr::null_mut(),
+            pid: std::ptr::null_mut(),
+            id: std::ptr::null_mut(),
+            off: std::ptr::null_mut(),
+            len: std::ptr::null_mut(),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Takes the columns' pointers and the smallest spare capacity (all hold `n` rows).
+    fn resume(&mut self, ev: &mut Events) {
+        self.n = ev.ts.len();
+        self.cap = [
+            ev.ts.capacity(),
+            ev.cpu.capacity(),
+            ev.pid.capacity(),
+            ev.id.capacity(),
+            ev.off.capacity(),
+            ev.len.capacity(),
+        ]
+        .into_iter()
+        .min()
+        .unwrap();
+        self.ts = ev.ts.as_mut_ptr();
+        self.cpu = ev.cpu.as_mut_ptr();
+        self.pid = ev.pid.as_mut_ptr();
+        self.id = ev.id.as_mut_ptr();
+        self.off = ev.off.as_mut_ptr();
+        self.len = ev.len.as_mut_ptr();
+    }
+
+    /// Sets the columns' lengths to the rows written.
+    fn finish(&mut self, ev: &mut Events) {
+        // SAFETY: rows below `n` were written by `push` within capacity.
+        unsafe {
+            ev.ts.set_len(self.n);
+            ev.cpu.set_len(self.n);
+            ev.pid.set_len(self.n);
+            ev.id.set_len(self.n);
+            ev.off.set_len(self.n);
+            ev.len.set_len(self.n);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u32, pid: i32, id: u16, off: u64, len: u32) {
+        if self.n == self.cap {
+            self.grow(ev);
+        }
+        let n = self.n;
+        // SAFETY: n < cap, the capacity of every column.
+        unsafe {
+            self.ts.add(n).write(ts);
+            self.cpu.add(n).write(cpu);
+            self.pid.add(n).write(pid);
+            self.id.add(n).write(id);
+            self.off.add(n).write(off);
+            self.len.add(n).write(len);
+        }
+        self.n = n + 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, ev: &mut Events) {
+        self.finish(ev);
+        let more = self.n.max(1024);
+        ev.ts.reserve(more);
+        ev.cpu.reserve(more);
+        ev.pid.reserve(more);
+        ev.id.reserve(more);
+        ev.off.reserve(more);
+        ev.len.reserve(more);
+        self.resume(ev);
+    }
 }
 
 /// `saved_cmdlines`: "PID COMM" per line; the first entry of a pid wins.
