@@ -276,11 +276,10 @@ pub struct CursorRecord {
     pub ts: u64,
     /// Offset of the payload from the start of the cursor's data.
     pub offset: usize,
-    /// Payload length.
-    pub len: u32,
-    /// The record starts its page: trace-cmd reports the page's missed events on it
-    /// (see [`PageCursor::missed_now`]).
-    pub page_start: bool,
+    /// Payload length. All fields are full words: a record copied right after it was
+    /// built then loads each word from one store (a word loaded from two narrower stores
+    /// stalls store forwarding; that was the top cost of the merge).
+    pub len: usize,
 }
 
 /// Walks the records of a run of pages (one CPU's data) one at a time, without allocating.
@@ -296,6 +295,9 @@ pub struct PageCursor<'a> {
     pos: usize,
     ts: u64,
     page_missed: Missed,
+    /// `offset` of the current page's first record when that record starts the page
+    /// (no time-extend or padding before it), else usize::MAX.
+    start_offset: usize,
     /// Sum of stored lost-event counts of the pages loaded so far.
     pub lost: u64,
     /// True when some page had lost events without a stored count.
@@ -316,6 +318,7 @@ impl<'a> PageCursor<'a> {
             pos: 0,
             ts: 0,
             page_missed: Missed::None,
+            start_offset: usize::MAX,
             lost: 0,
             lost_unknown: false,
             error: None,
@@ -327,11 +330,10 @@ impl<'a> PageCursor<'a> {
     #[inline(always)]
     pub fn next_record(&mut self) -> Option<CursorRecord> {
         match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
-            Ok(Some((ts, off, len, page_start))) => Some(CursorRecord {
+            Ok(Some((ts, off, len, _))) => Some(CursorRecord {
                 ts,
                 offset: self.data_start + off,
-                len,
-                page_start,
+                len: len as usize,
             }),
             Ok(None) => self.next_page_record(),
             Err(m) => self.fail(m),
@@ -349,10 +351,13 @@ impl<'a> PageCursor<'a> {
         None
     }
 
-    /// Events lost before the current page, as trace-cmd reports them on a record with
-    /// `page_start` (-1 when the count is unknown). The current page is that of the
-    /// record last returned.
-    pub fn missed_now(&self) -> Option<i64> {
+    /// Events lost before the current page (that of the record last returned), as
+    /// trace-cmd reports them on `rec` (-1 when the count is unknown): only when `rec`
+    /// starts the page.
+    pub fn missed_at(&self, rec: &CursorRecord) -> Option<i64> {
+        if rec.offset != self.start_offset {
+            return None;
+        }
         match self.page_missed {
             Missed::None => None,
             Missed::Count(n) => Some(n as i64),
@@ -391,11 +396,12 @@ impl<'a> PageCursor<'a> {
             self.ts = h.timestamp;
             match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
                 Ok(Some((ts, off, len, page_start))) => {
+                    let offset = self.data_start + off;
+                    self.start_offset = if page_start { offset } else { usize::MAX };
                     return Some(CursorRecord {
                         ts,
-                        offset: self.data_start + off,
-                        len,
-                        page_start,
+                        offset,
+                        len: len as usize,
                     });
                 }
                 Ok(None) => continue,
