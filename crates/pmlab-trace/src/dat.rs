@@ -868,33 +868,45 @@ fn merge(
         len: huge_vec(estimate),
         raw: Raw::new(),
     };
-    let mut ebuf: Vec<u8> = if multi_buffer {
-        Vec::with_capacity(estimate)
-    } else {
-        Vec::new()
+    let mut cols = ColWriter::new();
+    cols.resume(&mut ev);
+    let mut out = Sink {
+        ev,
+        cols,
+        ebuf: if multi_buffer {
+            Vec::with_capacity(estimate)
+        } else {
+            Vec::new()
+        },
+        missed_before: Vec::new(),
+        multi_buffer,
+        big: endian == Endian::Big,
+        type_off,
+        pid_off,
+        need: (type_off + 2).max(pid_off + 4),
     };
-    let mut missed_before = Vec::new();
-    let big = endian == Endian::Big;
-    let need = (type_off + 2).max(pid_off + 4);
+    // Each cursor's next record, kept field by field: copying a whole record that was
+    // just built in memory loads 16 bytes from two 8-byte stores, which stalls store
+    // forwarding (the top cost of the merge, taken at every CPU switch).
     let k = cursors.len();
-    let mut heads: Vec<Option<crate::page::CursorRecord>> = Vec::with_capacity(k);
-    for (i, c) in cursors.iter_mut().enumerate() {
-        heads.push(
-            c.2.next_record()
-                .map_err(|m| Malformed(format!("cpu {}: {}", c.1, m.0)))?,
-        );
-        let _ = i;
+    let mut head_ts = vec![0u64; k];
+    let mut head_off = vec![0usize; k];
+    let mut head_len = vec![0usize; k];
+    let mut head_live = vec![false; k];
+    for (i, (_, cpu, c)) in cursors.iter_mut().enumerate() {
+        if let Some(r) = c.next_record() {
+            (head_ts[i], head_off[i], head_len[i], head_live[i]) = (r.ts, r.offset, r.len, true);
+        }
+        cursor_error(c, *cpu)?;
     }
     loop {
         // Pick the lowest head; ties go to the lowest index.
         let mut best = usize::MAX;
         let mut best_ts = 0u64;
-        for (i, h) in heads.iter().enumerate() {
-            if let Some(r) = h {
-                if best == usize::MAX || r.ts < best_ts {
-                    best = i;
-                    best_ts = r.ts;
-                }
+        for i in 0..k {
+            if head_live[i] && (best == usize::MAX || head_ts[i] < best_ts) {
+                best = i;
+                best_ts = head_ts[i];
             }
         }
         if best == usize::MAX {
@@ -903,59 +915,202 @@ fn merge(
         // The others' lowest head bounds how far this cursor may run alone.
         let mut limit = u64::MAX;
         let mut limit_wins_ties = false;
-        for (i, h) in heads.iter().enumerate() {
-            if i == best {
+        for i in 0..k {
+            if i == best || !head_live[i] {
                 continue;
             }
-            if let Some(r) = h {
-                if r.ts < limit || (r.ts == limit && i < best) {
-                    limit = r.ts;
-                    limit_wins_ties = i < best;
-                }
+            let t = head_ts[i];
+            if t < limit || (t == limit && i < best) {
+                limit = t;
+                limit_wins_ties = i < best;
             }
         }
         let (bi, cpu, cur) = &mut cursors[best];
         let base = bases[best];
-        let mut rec = heads[best].take().unwrap();
+        let mut rec = crate::page::CursorRecord {
+            ts: head_ts[best],
+            offset: head_off[best],
+            len: head_len[best],
+        };
         loop {
-            let o = base + rec.offset;
-            let (id, pid) = if rec.len as usize >= need {
-                let b = &raw[o..o + need];
-                let t = [b[type_off], b[type_off + 1]];
-                let p = [b[pid_off], b[pid_off + 1], b[pid_off + 2], b[pid_off + 3]];
-                if big {
-                    (u16::from_be_bytes(t), i32::from_be_bytes(p))
-                } else {
-                    (u16::from_le_bytes(t), i32::from_le_bytes(p))
-                }
-            } else {
-                (0, 0)
-            };
-            if let Some(m) = rec.missed {
-                missed_before.push((ev.ts.len(), m));
-            }
-            ev.ts.push(rec.ts);
-            ev.cpu.push(*cpu);
-            ev.pid.push(pid);
-            ev.id.push(id);
-            ev.off.push(o as u64);
-            ev.len.push(rec.len as u32);
-            if multi_buffer {
-                ebuf.push(*bi);
-            }
-            match cur
-                .next_record()
-                .map_err(|m| Malformed(format!("cpu {cpu}: {}", m.0)))?
-            {
+            out.row(raw, &rec, base, *cpu, *bi, cur);
+            match cur.next_record() {
                 Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
-                other => {
-                    heads[best] = other;
+                Some(r) => {
+                    (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len);
+                    break;
+                }
+                None => {
+                    cursor_error(cur, *cpu)?;
+                    head_live[best] = false;
                     break;
                 }
             }
         }
     }
-    Ok((ev, ebuf, missed_before))
+    out.cols.finish(&mut out.ev);
+    Ok((out.ev, out.ebuf, out.missed_before))
+}
+
+/// Where [`merge`] puts the events, and how it reads their common fields.
+struct Sink {
+    ev: Events,
+    cols: ColWriter,
+    ebuf: Vec<u8>,
+    missed_before: Vec<(usize, i64)>,
+    multi_buffer: bool,
+    big: bool,
+    type_off: usize,
+    pid_off: usize,
+    /// Bytes a record needs to hold `common_type` and `common_pid`.
+    need: usize,
+}
+
+impl Sink {
+    /// Appends `rec`, the record `cur` returned last, at `base` in `raw`.
+    #[inline(always)]
+    fn row(
+        &mut self,
+        raw: &[u8],
+        rec: &crate::page::CursorRecord,
+        base: usize,
+        cpu: u32,
+        bi: u8,
+        cur: &PageCursor,
+    ) {
+        let o = base + rec.offset;
+        let (id, pid) = if rec.len >= self.need {
+            let b = &raw[o..o + self.need];
+            // Whole-slice conversions: one load each instead of byte-by-byte.
+            let t: [u8; 2] = b[self.type_off..self.type_off + 2].try_into().unwrap();
+            let p: [u8; 4] = b[self.pid_off..self.pid_off + 4].try_into().unwrap();
+            if self.big {
+                (u16::from_be_bytes(t), i32::from_be_bytes(p))
+            } else {
+                (u16::from_le_bytes(t), i32::from_le_bytes(p))
+            }
+        } else {
+            (0, 0)
+        };
+        // `cur` is still on `rec`'s page: it advances after this row.
+        if let Some(m) = cur.missed_at(rec) {
+            self.missed_before.push((self.cols.rows(), m));
+        }
+        self.cols
+            .push(&mut self.ev, rec.ts, cpu, pid, id, o as u64, rec.len as u32);
+        if self.multi_buffer {
+            self.ebuf.push(bi);
+        }
+    }
+}
+
+/// The error that stopped `c`, if any.
+fn cursor_error(c: &mut PageCursor, cpu: u32) -> R<()> {
+    match c.error.take() {
+        Some(m) => bad(format!("cpu {cpu}: {}", m.0)),
+        None => Ok(()),
+    }
+}
+
+/// Appends rows to the six event columns with one capacity check per row instead of six
+/// (Vec::push keeps six lengths and checks six capacities). Between `resume` and `finish`
+/// rows are written past the Vecs' lengths; `finish` sets them.
+struct ColWriter {
+    n: usize,
+    cap: usize,
+    ts: *mut u64,
+    cpu: *mut u32,
+    pid: *mut i32,
+    id: *mut u16,
+    off: *mut u64,
+    len: *mut u32,
+}
+
+impl ColWriter {
+    fn new() -> ColWriter {
+        ColWriter {
+            n: 0,
+            cap: 0,
+            ts: std::ptr::null_mut(),
+            cpu: std::ptr::null_mut(),
+            pid: std::ptr::null_mut(),
+            id: std::ptr::null_mut(),
+            off: std::ptr::null_mut(),
+            len: std::ptr::null_mut(),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Takes the columns' pointers and the smallest spare capacity (all hold `n` rows).
+    fn resume(&mut self, ev: &mut Events) {
+        self.n = ev.ts.len();
+        self.cap = [
+            ev.ts.capacity(),
+            ev.cpu.capacity(),
+            ev.pid.capacity(),
+            ev.id.capacity(),
+            ev.off.capacity(),
+            ev.len.capacity(),
+        ]
+        .into_iter()
+        .min()
+        .unwrap();
+        self.ts = ev.ts.as_mut_ptr();
+        self.cpu = ev.cpu.as_mut_ptr();
+        self.pid = ev.pid.as_mut_ptr();
+        self.id = ev.id.as_mut_ptr();
+        self.off = ev.off.as_mut_ptr();
+        self.len = ev.len.as_mut_ptr();
+    }
+
+    /// Sets the columns' lengths to the rows written.
+    fn finish(&mut self, ev: &mut Events) {
+        // SAFETY: rows below `n` were written by `push` within capacity.
+        unsafe {
+            ev.ts.set_len(self.n);
+            ev.cpu.set_len(self.n);
+            ev.pid.set_len(self.n);
+            ev.id.set_len(self.n);
+            ev.off.set_len(self.n);
+            ev.len.set_len(self.n);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u32, pid: i32, id: u16, off: u64, len: u32) {
+        if self.n == self.cap {
+            self.grow(ev);
+        }
+        let n = self.n;
+        // SAFETY: n < cap, the capacity of every column.
+        unsafe {
+            self.ts.add(n).write(ts);
+            self.cpu.add(n).write(cpu);
+            self.pid.add(n).write(pid);
+            self.id.add(n).write(id);
+            self.off.add(n).write(off);
+            self.len.add(n).write(len);
+        }
+        self.n = n + 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, ev: &mut Events) {
+        self.finish(ev);
+        let more = self.n.max(1024);
+        ev.ts.reserve(more);
+        ev.cpu.reserve(more);
+        ev.pid.reserve(more);
+        ev.id.reserve(more);
+        ev.off.reserve(more);
+        ev.len.reserve(more);
+        self.resume(ev);
+    }
 }
 
 /// `saved_cmdlines`: "PID COMM" per line; the first entry of a pid wins.

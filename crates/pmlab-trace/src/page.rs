@@ -54,7 +54,8 @@ impl PageLayout {
 
     #[inline(always)]
     fn u32_at(&self, b: &[u8], o: usize) -> u32 {
-        let a = [b[o], b[o + 1], b[o + 2], b[o + 3]];
+        // One bounds check and one load (indexing each byte compiles to four byte loads).
+        let a: [u8; 4] = b[o..o + 4].try_into().unwrap();
         match self.endian {
             Endian::Little => u32::from_le_bytes(a),
             Endian::Big => u32::from_be_bytes(a),
@@ -275,11 +276,10 @@ pub struct CursorRecord {
     pub ts: u64,
     /// Offset of the payload from the start of the cursor's data.
     pub offset: usize,
-    /// Payload length (a full word: keeps the record in registers on the hot path).
-    pub len: u64,
-    /// Events lost just before this record, as trace-cmd reports them
-    /// (only on a page's first record when it starts the page): -1 when unknown.
-    pub missed: Option<i64>,
+    /// Payload length. All fields are full words: a record copied right after it was
+    /// built then loads each word from one store (a word loaded from two narrower stores
+    /// stalls store forwarding; that was the top cost of the merge).
+    pub len: usize,
 }
 
 /// Walks the records of a run of pages (one CPU's data) one at a time, without allocating.
@@ -295,10 +295,15 @@ pub struct PageCursor<'a> {
     pos: usize,
     ts: u64,
     page_missed: Missed,
+    /// `offset` of the current page's first record when that record starts the page
+    /// (no time-extend or padding before it), else usize::MAX.
+    start_offset: usize,
     /// Sum of stored lost-event counts of the pages loaded so far.
     pub lost: u64,
     /// True when some page had lost events without a stored count.
     pub lost_unknown: bool,
+    /// Why the walk stopped early, when a page was corrupt.
+    pub error: Option<Malformed>,
 }
 
 impl<'a> PageCursor<'a> {
@@ -313,39 +318,46 @@ impl<'a> PageCursor<'a> {
             pos: 0,
             ts: 0,
             page_missed: Missed::None,
+            start_offset: usize::MAX,
             lost: 0,
             lost_unknown: false,
+            error: None,
         }
     }
 
-    /// The next record, or None at the end of the data.
+    /// The next record, or None at the end of the data or at a corrupt page (then `error`
+    /// says why). No Result on this hot path: a small Option stays in registers.
     #[inline(always)]
-    pub fn next_record(&mut self) -> Result<Option<CursorRecord>, Malformed> {
+    pub fn next_record(&mut self) -> Option<CursorRecord> {
         match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
-            Ok(Some((ts, off, len, at_start))) => {
-                let missed = if at_start { self.missed_now() } else { None };
-                Ok(Some(CursorRecord {
-                    ts,
-                    offset: self.data_start + off,
-                    len: len as u64,
-                    missed,
-                }))
-            }
+            Ok(Some((ts, off, len, _))) => Some(CursorRecord {
+                ts,
+                offset: self.data_start + off,
+                len: len as usize,
+            }),
             Ok(None) => self.next_page_record(),
-            Err(m) => Err(self.page_error(m)),
+            Err(m) => self.fail(m),
         }
     }
 
     #[cold]
-    fn page_error(&self, m: Malformed) -> Malformed {
-        Malformed(format!(
+    #[inline(never)]
+    fn fail(&mut self, m: Malformed) -> Option<CursorRecord> {
+        self.error = Some(Malformed(format!(
             "page at data offset {}: {}",
             self.next_page.saturating_sub(self.page_size),
             m.0
-        ))
+        )));
+        None
     }
 
-    fn missed_now(&self) -> Option<i64> {
+    /// Events lost before the current page (that of the record last returned), as
+    /// trace-cmd reports them on `rec` (-1 when the count is unknown): only when `rec`
+    /// starts the page.
+    pub fn missed_at(&self, rec: &CursorRecord) -> Option<i64> {
+        if rec.offset != self.start_offset {
+            return None;
+        }
         match self.page_missed {
             Missed::None => None,
             Missed::Count(n) => Some(n as i64),
@@ -355,17 +367,22 @@ impl<'a> PageCursor<'a> {
 
     /// Load pages until one has a record.
     #[inline(never)]
-    fn next_page_record(&mut self) -> Result<Option<CursorRecord>, Malformed> {
+    fn next_page_record(&mut self) -> Option<CursorRecord> {
         loop {
             if self.next_page >= self.data.len() {
-                return Ok(None);
+                return None;
             }
             let start = self.next_page;
             let end = (start + self.page_size).min(self.data.len());
             self.next_page = start + self.page_size;
             let page = &self.data[start..end];
-            let h = read_header(&self.layout, page)
-                .map_err(|m| Malformed(format!("page at data offset {start}: {}", m.0)))?;
+            let h = match read_header(&self.layout, page) {
+                Ok(h) => h,
+                Err(m) => {
+                    self.error = Some(Malformed(format!("page at data offset {start}: {}", m.0)));
+                    return None;
+                }
+            };
             match h.missed {
                 Missed::None => {}
                 Missed::Count(n) => self.lost = self.lost.saturating_add(n),
@@ -378,17 +395,17 @@ impl<'a> PageCursor<'a> {
             self.pos = 0;
             self.ts = h.timestamp;
             match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
-                Ok(Some((ts, off, len, at_start))) => {
-                    let missed = if at_start { self.missed_now() } else { None };
-                    return Ok(Some(CursorRecord {
+                Ok(Some((ts, off, len, page_start))) => {
+                    let offset = self.data_start + off;
+                    self.start_offset = if page_start { offset } else { usize::MAX };
+                    return Some(CursorRecord {
                         ts,
-                        offset: self.data_start + off,
-                        len: len as u64,
-                        missed,
-                    }));
+                        offset,
+                        len: len as usize,
+                    });
                 }
                 Ok(None) => continue,
-                Err(m) => return Err(self.page_error(m)),
+                Err(m) => return self.fail(m),
             }
         }
     }
@@ -490,7 +507,7 @@ pub(crate) mod tests {
         let page = b.build(4096);
         let two = [page.clone(), page].concat();
         let mut c = PageCursor::new(layout(), &two, 4096);
-        while let Ok(Some(_)) = c.next_record() {}
+        while c.next_record().is_some() {}
         assert_eq!(c.lost, u64::MAX);
     }
 
