@@ -388,8 +388,10 @@ pub fn overlap(p: &Periods, cpus: &[u32]) -> u64 {
             edges.push((q.end, -1));
         }
     }
-    // at equal times, ends before starts: touching periods do not overlap
-    edges.sort_unstable();
+    // Only the order of times matters: edges at one time change the count together and add no
+    // time between them. Each CPU's edges are already in order (periods follow each other), so
+    // a stable sort just merges those runs.
+    edges.sort_by_key(|e| e.0);
     let (mut n, mut since, mut total) = (0i32, 0u64, 0u64);
     for (ts, d) in edges {
         if n == cpus.len() as i32 {

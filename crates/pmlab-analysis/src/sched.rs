@@ -2,12 +2,12 @@
 //! task) and run-queue waits of preempted tasks (switched out runnable → switched back in),
 //! per task and overall, as percentiles.
 
+use crate::fxhash::FxHashMap;
 use crate::stats::Summary;
 use crate::table::Table;
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::Trace;
 use serde::Serialize;
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
@@ -44,10 +44,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         None => None,
     };
     let ev = &trace.events;
-    let mut woken: HashMap<i32, u64> = HashMap::new();
-    let mut queued: HashMap<i32, u64> = HashMap::new();
-    let mut lat: HashMap<i32, (Vec<u64>, Vec<u64>)> = HashMap::new();
-    let mut names: HashMap<i32, String> = HashMap::new();
+    let mut woken: FxHashMap<i32, u64> = FxHashMap::default();
+    let mut queued: FxHashMap<i32, u64> = FxHashMap::default();
+    let mut lat: FxHashMap<i32, (Vec<u64>, Vec<u64>)> = FxHashMap::default();
+    let mut names: FxHashMap<i32, String> = FxHashMap::default();
     for i in 0..ev.len() {
         let id = ev.id[i];
         if let Some((wid, fp, ft)) = wf {

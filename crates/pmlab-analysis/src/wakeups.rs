@@ -3,6 +3,7 @@
 //! kind and sender callsite, device IRQ by name, polling wakeup without IPI) — and the tasks
 //! whose wakeups ended idle periods ("who woke my idle CPUs").
 
+use crate::fxhash::FxHashMap;
 use crate::idle::{self, Periods, Source};
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
@@ -252,7 +253,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     let mut causes: Vec<Vec<Option<Attributed>>> =
         periods.iter().map(|ps| vec![None; ps.len()]).collect();
     // (waker pid, wakee comm, wakee pid, cpu) → count
-    let mut wakers: HashMap<(i32, &str, i64, u32), u64> = HashMap::new();
+    let mut wakers: FxHashMap<(i32, &str, i64, u32), u64> = FxHashMap::default();
     let mut sent: Vec<Option<Sent>> = Vec::new();
     let addr = |i: usize, f: Option<FieldRef>| f.map_or(0, |f| trace.u64_at(i, f));
     let ev = &trace.events;
@@ -416,7 +417,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         }
     };
     // Count by (cpu, key) first; distinct keys become causes (and merge) once.
-    let mut by_key: HashMap<(u32, Key), (u64, HashMap<i32, u64>)> = HashMap::new();
+    let mut by_key: FxHashMap<(u32, Key), (u64, FxHashMap<i32, u64>)> = FxHashMap::default();
     let mut cpu_rows = Vec::new();
     for &c in &cpus {
         let ps = periods[c as usize];
@@ -443,7 +444,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             by_kind: BTreeMap::new(),
         });
     }
-    let mut names: HashMap<Key, Cause> = HashMap::new();
+    let mut names: FxHashMap<Key, Cause> = FxHashMap::default();
     let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();
     for ((cpu, key), (n, origins)) in by_key {
         let cause = names.entry(key).or_insert_with(|| resolve(&key)).clone();
@@ -506,6 +507,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             .cmp(&a.count)
             .then(a.cpu.cmp(&b.cpu))
             .then(a.waker.cmp(&b.waker))
+            .then(a.wakee.cmp(&b.wakee))
     });
     wk.truncate(opts.top());
     let mut notes = p.notes.clone();
