@@ -220,6 +220,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         }
         kinds[id] = Some(k);
     }
+    let vec_is_ipi: Vec<bool> = vec_names
+        .iter()
+        .map(|n| IPI_VECTORS.contains(&n.as_str()))
+        .collect();
     let sources = [Ev::LocalTimer, Ev::Hrtimer, Ev::Irq, Ev::ArmIpi, Ev::NoIpi];
     if !kinds
         .iter()
@@ -362,7 +366,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                 None,
             ),
             Ev::Vector(v) => {
-                if !IPI_VECTORS.contains(&vec_names[v].as_str()) {
+                if !vec_is_ipi[v] {
                     (Key::Vector(v), None)
                 } else {
                     let snd = sent
