@@ -420,7 +420,8 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             Key::Unknown => Cause::new("unknown", ""),
         }
     };
-    // Count by (cpu, key) first; distinct keys become causes (and merge) once.
+    // Count by (cpu, key) first; distinct keys become causes (and merge) once, into their
+    // CPU's row and the all-CPUs row.
     let mut by_key: FxHashMap<(u32, Key), (u64, FxHashMap<i32, u64>)> = FxHashMap::default();
     let mut cpu_rows = Vec::new();
     for &c in &cpus {
@@ -432,12 +433,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             }
             exits += 1;
             let (key, origin) = cause.unwrap_or((Key::Unknown, None));
-            for cpu_key in [c, u32::MAX] {
-                let e = by_key.entry((cpu_key, key)).or_default();
-                e.0 += 1;
-                if let Some(o) = origin {
-                    *e.1.entry(o).or_default() += 1;
-                }
+            let e = by_key.entry((c, key)).or_default();
+            e.0 += 1;
+            if let Some(o) = origin {
+                *e.1.entry(o).or_default() += 1;
             }
         }
         cpu_rows.push(CpuRow {
@@ -455,10 +454,16 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         if let Some(r) = cpu_rows.iter_mut().find(|r| r.cpu == cpu) {
             *r.by_kind.entry(cause.kind.clone()).or_default() += n;
         }
-        let e = rows.entry((cpu, cause)).or_default();
-        e.0 += n;
-        for (pid, m) in origins {
-            *e.1.entry(task(trace, pid)).or_default() += m;
+        let origins: Vec<(String, u64)> = origins
+            .into_iter()
+            .map(|(pid, m)| (task(trace, pid), m))
+            .collect();
+        for row in [(cpu, cause.clone()), (u32::MAX, cause)] {
+            let e = rows.entry(row).or_default();
+            e.0 += n;
+            for (name, m) in &origins {
+                *e.1.entry(name.clone()).or_default() += m;
+            }
         }
     }
     let total: u64 = cpu_rows.iter().map(|r| r.exits).sum();
