@@ -123,9 +123,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
     } else {
         None
     };
+    // The idle report serves the idle section and the counters cross-check only.
     let idle_rep = periods
         .as_ref()
-        .map(|p| p.clone().map(|p| idle::report(trace, opts, &p)));
+        .filter(|_| want("idle") || extras.sidecar.is_some())
+        .map(|p| match p {
+            Ok(p) => Ok(idle::report(trace, opts, p)),
+            Err(m) => Err(m.clone()),
+        });
     if want("idle") {
         r.idle = idle_rep.clone().map(outcome);
     }

@@ -2,12 +2,12 @@
 //! task) and run-queue waits of preempted tasks (switched out runnable → switched back in),
 //! per task and overall, as percentiles.
 
+use crate::fxhash::FxHashMap;
 use crate::stats::Summary;
 use crate::table::Table;
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::Trace;
 use serde::Serialize;
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
@@ -44,10 +44,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         None => None,
     };
     let ev = &trace.events;
-    let mut woken: HashMap<i32, u64> = HashMap::new();
-    let mut queued: HashMap<i32, u64> = HashMap::new();
-    let mut lat: HashMap<i32, (Vec<u64>, Vec<u64>)> = HashMap::new();
-    let mut names: HashMap<i32, String> = HashMap::new();
+    let mut woken: FxHashMap<i32, u64> = FxHashMap::default();
+    let mut queued: FxHashMap<i32, u64> = FxHashMap::default();
+    // pid → (comm when first run, wakeup latencies, run-queue waits)
+    let mut lat: FxHashMap<i32, (String, Vec<u64>, Vec<u64>)> = FxHashMap::default();
     for i in 0..ev.len() {
         let id = ev.id[i];
         if let Some((wid, fp, ft)) = wf {
@@ -71,26 +71,32 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         if next == 0 {
             continue;
         }
-        if let Some(t) = woken.remove(&next) {
-            lat.entry(next).or_default().0.push(ts - t);
+        let (wakeup, waited) = if let Some(t) = woken.remove(&next) {
             queued.remove(&next);
+            (true, ts - t)
         } else if let Some(t) = queued.remove(&next) {
-            lat.entry(next).or_default().1.push(ts - t);
+            (false, ts - t)
         } else {
             continue;
+        };
+        let e = lat.entry(next).or_insert_with(|| {
+            let comm = trace.str_at(i, f_next_comm).to_string();
+            (comm, Vec::new(), Vec::new())
+        });
+        if wakeup {
+            e.1.push(waited);
+        } else {
+            e.2.push(waited);
         }
-        names
-            .entry(next)
-            .or_insert_with(|| trace.str_at(i, f_next_comm).to_string());
     }
     let (mut all_w, mut all_q) = (Vec::new(), Vec::new());
     let mut tasks: Vec<TaskRow> = lat
         .into_iter()
-        .map(|(pid, (mut w, mut q))| {
+        .map(|(pid, (comm, mut w, mut q))| {
             all_w.extend_from_slice(&w);
             all_q.extend_from_slice(&q);
             TaskRow {
-                task: format!("{}:{pid}", names.get(&pid).map_or("?", |s| s.as_str())),
+                task: format!("{comm}:{pid}"),
                 wakeup: Summary::of(&mut w),
                 runq: Summary::of(&mut q),
             }

@@ -24,21 +24,30 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 impl Summary {
-    /// Summary of `v` (sorted in place).
+    /// Summary of `v` (reordered in place: the percentiles are selected, not fully sorted).
     pub fn of(v: &mut [u64]) -> Summary {
         if v.is_empty() {
             return Summary::default();
         }
-        v.sort_unstable();
+        let n = v.len();
+        // Nearest-rank indices as in `percentile`; p50 <= p99.
+        let rank = |p: f64| (((p / 100.0) * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let (k50, k99) = (rank(50.0), rank(99.0));
+        let (below, &mut p99, _) = v.select_nth_unstable(k99);
+        let p50 = if k50 < k99 {
+            *below.select_nth_unstable(k50).1
+        } else {
+            p99
+        };
         let total: u64 = v.iter().sum();
         Summary {
-            n: v.len() as u64,
+            n: n as u64,
             total_ns: total,
-            min_ns: v[0],
-            mean_ns: total as f64 / v.len() as f64,
-            p50_ns: percentile(v, 50.0),
-            p99_ns: percentile(v, 99.0),
-            max_ns: v[v.len() - 1],
+            min_ns: *v.iter().min().expect("not empty"),
+            mean_ns: total as f64 / n as f64,
+            p50_ns: p50,
+            p99_ns: p99,
+            max_ns: *v.iter().max().expect("not empty"),
         }
     }
 }
@@ -58,5 +67,14 @@ mod tests {
         assert_eq!((s.p50_ns, s.p99_ns, s.min_ns, s.max_ns), (50, 99, 1, 100));
         assert_eq!(s.mean_ns, 50.5);
         assert_eq!(Summary::of(&mut []).n, 0);
+        let mut w: Vec<u64> = (0..1000).map(|i| (i * 7919) % 1009).collect();
+        let mut sorted = w.clone();
+        sorted.sort_unstable();
+        let s = Summary::of(&mut w);
+        assert_eq!(s.p50_ns, percentile(&sorted, 50.0));
+        assert_eq!(s.p99_ns, percentile(&sorted, 99.0));
+        assert_eq!((s.min_ns, s.max_ns), (sorted[0], sorted[999]));
+        let s = Summary::of(&mut [5]);
+        assert_eq!((s.p50_ns, s.p99_ns, s.min_ns, s.max_ns), (5, 5, 5, 5));
     }
 }

@@ -3,6 +3,7 @@
 //! kind and sender callsite, device IRQ by name, polling wakeup without IPI) — and the tasks
 //! whose wakeups ended idle periods ("who woke my idle CPUs").
 
+use crate::fxhash::FxHashMap;
 use crate::idle::{self, Periods, Source};
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
@@ -219,6 +220,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         }
         kinds[id] = Some(k);
     }
+    let vec_is_ipi: Vec<bool> = vec_names
+        .iter()
+        .map(|n| IPI_VECTORS.contains(&n.as_str()))
+        .collect();
     let sources = [Ev::LocalTimer, Ev::Hrtimer, Ev::Irq, Ev::ArmIpi, Ev::NoIpi];
     if !kinds
         .iter()
@@ -252,7 +257,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     let mut causes: Vec<Vec<Option<Attributed>>> =
         periods.iter().map(|ps| vec![None; ps.len()]).collect();
     // (waker pid, wakee comm, wakee pid, cpu) → count
-    let mut wakers: HashMap<(i32, &str, i64, u32), u64> = HashMap::new();
+    let mut wakers: FxHashMap<(i32, &str, i64, u32), u64> = FxHashMap::default();
     let mut sent: Vec<Option<Sent>> = Vec::new();
     let addr = |i: usize, f: Option<FieldRef>| f.map_or(0, |f| trace.u64_at(i, f));
     let ev = &trace.events;
@@ -361,7 +366,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                 None,
             ),
             Ev::Vector(v) => {
-                if !IPI_VECTORS.contains(&vec_names[v].as_str()) {
+                if !vec_is_ipi[v] {
                     (Key::Vector(v), None)
                 } else {
                     let snd = sent
@@ -415,8 +420,9 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             Key::Unknown => Cause::new("unknown", ""),
         }
     };
-    // Count by (cpu, key) first; distinct keys become causes (and merge) once.
-    let mut by_key: HashMap<(u32, Key), (u64, HashMap<i32, u64>)> = HashMap::new();
+    // Count by (cpu, key) first; distinct keys become causes (and merge) once, into their
+    // CPU's row and the all-CPUs row.
+    let mut by_key: FxHashMap<(u32, Key), (u64, FxHashMap<i32, u64>)> = FxHashMap::default();
     let mut cpu_rows = Vec::new();
     for &c in &cpus {
         let ps = periods[c as usize];
@@ -427,12 +433,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             }
             exits += 1;
             let (key, origin) = cause.unwrap_or((Key::Unknown, None));
-            for cpu_key in [c, u32::MAX] {
-                let e = by_key.entry((cpu_key, key)).or_default();
-                e.0 += 1;
-                if let Some(o) = origin {
-                    *e.1.entry(o).or_default() += 1;
-                }
+            let e = by_key.entry((c, key)).or_default();
+            e.0 += 1;
+            if let Some(o) = origin {
+                *e.1.entry(o).or_default() += 1;
             }
         }
         cpu_rows.push(CpuRow {
@@ -443,17 +447,23 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             by_kind: BTreeMap::new(),
         });
     }
-    let mut names: HashMap<Key, Cause> = HashMap::new();
+    let mut names: FxHashMap<Key, Cause> = FxHashMap::default();
     let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();
     for ((cpu, key), (n, origins)) in by_key {
         let cause = names.entry(key).or_insert_with(|| resolve(&key)).clone();
         if let Some(r) = cpu_rows.iter_mut().find(|r| r.cpu == cpu) {
             *r.by_kind.entry(cause.kind.clone()).or_default() += n;
         }
-        let e = rows.entry((cpu, cause)).or_default();
-        e.0 += n;
-        for (pid, m) in origins {
-            *e.1.entry(task(trace, pid)).or_default() += m;
+        let origins: Vec<(String, u64)> = origins
+            .into_iter()
+            .map(|(pid, m)| (task(trace, pid), m))
+            .collect();
+        for row in [(cpu, cause.clone()), (u32::MAX, cause)] {
+            let e = rows.entry(row).or_default();
+            e.0 += n;
+            for (name, m) in &origins {
+                *e.1.entry(name.clone()).or_default() += m;
+            }
         }
     }
     let total: u64 = cpu_rows.iter().map(|r| r.exits).sum();
@@ -506,6 +516,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             .cmp(&a.count)
             .then(a.cpu.cmp(&b.cpu))
             .then(a.waker.cmp(&b.waker))
+            .then(a.wakee.cmp(&b.wakee))
     });
     wk.truncate(opts.top());
     let mut notes = p.notes.clone();

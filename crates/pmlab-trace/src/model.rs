@@ -256,6 +256,16 @@ impl Trace {
 
     #[inline]
     fn read_uint(&self, b: &[u8]) -> u64 {
+        if self.endian == Endian::Little {
+            // The usual field sizes, without a loop over bytes.
+            match *b {
+                [x] => return u64::from(x),
+                [a, b] => return u64::from(u16::from_le_bytes([a, b])),
+                [a, b, c, d] => return u64::from(u32::from_le_bytes([a, b, c, d])),
+                [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+                _ => {}
+            }
+        }
         let mut v = 0u64;
         match self.endian {
             Endian::Little => {
@@ -277,10 +287,7 @@ impl Trace {
     pub fn u64_at(&self, i: usize, f: FieldRef) -> u64 {
         let r = self.events.record(i);
         let (o, s) = (f.offset as usize, f.size as usize);
-        if o + s > r.len() {
-            return 0;
-        }
-        self.read_uint(&r[o..o + s])
+        r.get(o..o + s).map_or(0, |b| self.read_uint(b))
     }
 
     /// Signed value of an integer field of event `i` (sign-extended from its size).
