@@ -2,7 +2,7 @@
 //! independent computation over `trace-cmd report`, energy models (good and malformed),
 //! missing events, export and baseline, and real recordings of the pipe workload here.
 
-use crate::util::{fixtures, is_root, pmlab};
+use crate::util::{cpuidle_driver, fixtures, is_root, pmlab};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -381,12 +381,6 @@ fn analyze_reads_a_counters_sidecar() {
 // ---- real recordings on this machine ----
 
 const HALTPOLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
-
-fn cpuidle_driver() -> String {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "none".into())
-}
 
 /// Puts haltpoll's poll limit back on drop.
 struct PollGuard(String);

@@ -3,7 +3,7 @@
 //! nowhere, a second live owner refused, and hotplug fault injection rolled back.
 //! Run under `flock /tmp/pmlab-machine.lock`.
 
-use crate::util::{is_root, pmlab};
+use crate::util::{cpuidle_driver, is_root, pmlab};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -24,12 +24,6 @@ fn sys(p: &str) -> String {
 }
 
 /// The cpuidle driver of this boot (`none` when no driver registered).
-pub fn cpuidle_driver() -> String {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "none".into())
-}
-
 fn has_state(cpu: u32, name: &str) -> bool {
     (0..10).any(|k| {
         std::fs::read_to_string(format!(

@@ -1,7 +1,7 @@
 //! Integration tests for experiments (`compare`, `sweep`, `run-spec`) and `results`: with the
 //! hidden fake executor for deterministic scheduling/statistics, and on the real machine.
 
-use crate::util::pmlab;
+use crate::util::{cpuidle_driver, pmlab};
 use serde_json::Value;
 use std::path::Path;
 
@@ -772,12 +772,6 @@ fn real_compare_as_found_measures_pipe_with_counter_side_metrics() {
 }
 
 /// The machine's cpuidle driver (`none` when there is none: idle is the arch default).
-fn cpuidle_driver() -> String {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "none".into())
-}
-
 #[test]
 fn real_compare_with_trace_stores_a_trace_per_run() {
     let dir = tempfile::tempdir().unwrap();

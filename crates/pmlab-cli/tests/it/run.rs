@@ -2,7 +2,7 @@
 //! against what the kernel must do (IPIs per wakeup, POLL time, idle residency), pmlab's
 //! own wakeups while idle, bad input, Ctrl-C, and no stray processes afterwards.
 
-use crate::util::{is_root, pmlab};
+use crate::util::{cpuidle_driver, is_root, pmlab};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -226,12 +226,6 @@ fn cal_and_poll_comparison(loops: u64) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn cpuidle_driver() -> String {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "none".into())
 }
 
 /// Wake-up IPIs (CAL + RES) per round trip on each CPU, with haltpoll's limit set through

@@ -21,3 +21,8 @@ pub fn fixtures() -> PathBuf {
 pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The registered cpuidle driver, or "none" (tests branch on what this boot has).
+pub fn cpuidle_driver() -> String {
+    pmlab_kernel::knob::resolve::cpuidle_driver(&pmlab_kernel::Root::system())
+}

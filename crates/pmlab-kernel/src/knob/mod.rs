@@ -77,12 +77,9 @@ pub struct KnobInfo {
 
 /// Notes on assignments that are valid but do nothing here: haltpoll's parameters only act
 /// through the haltpoll cpuidle driver, so with another driver (or none) they change a
-/// number and not the idle loop. One note per knob family.
+/// number and not the idle loop.
 pub fn effect_notes(root: &Root, assignments: &[String]) -> Vec<String> {
-    let driver =
-        std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_driver"))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "none".into());
+    let driver = resolve::cpuidle_driver(root);
     let touches_haltpoll = assignments
         .iter()
         .any(|a| a.trim_start().starts_with("haltpoll."));

@@ -122,15 +122,19 @@ pub fn policies(root: &Root) -> Vec<(u32, Vec<u32>)> {
     out
 }
 
+/// The registered cpuidle driver, or "none".
+pub fn cpuidle_driver(root: &Root) -> String {
+    std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_driver"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "none".into())
+}
+
 /// The `stateK` directory of idle state `name` (by name, or `stateK` itself) on `cpu`.
 fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
     let dir = root.path(&format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle"));
     let mut names = Vec::new();
     let Ok(rd) = std::fs::read_dir(&dir) else {
-        let driver =
-            std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_driver"))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "none".into());
+        let driver = cpuidle_driver(root);
         return Err(format!(
             "cpu{cpu} has no idle states (cpuidle driver: {driver}; idle is the arch default, \
              idle-state knobs do not exist here)"
