@@ -85,6 +85,9 @@ pub struct Operation {
     pub steps_sum_ns: u64,
     /// steps_sum / span.
     pub coverage: f64,
+    /// Time the control task was switched out between its top-level steps (preempted, so
+    /// no step ran for it); None without `sched_switch`.
+    pub preempted_ns: Option<u64>,
     /// Exclusive time of steps on the control CPU and on the target.
     pub control_ns: u64,
     pub target_ns: u64,
@@ -101,6 +104,13 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// Share of the span accounted for: steps plus the control task's preemption between them.
+    pub fn accounted(&self) -> f64 {
+        if self.span_ns == 0 {
+            return 1.0;
+        }
+        (self.steps_sum_ns + self.preempted_ns.unwrap_or(0)) as f64 / self.span_ns as f64
+    }
     /// The step with the most exclusive time.
     pub fn slowest(&self) -> Option<&Step> {
         self.steps.iter().max_by_key(|s| s.exclusive_ns)
@@ -193,12 +203,13 @@ pub struct Window {
 /// below where a downward walk ended (a rollback re-runs the states above it).
 /// `states`: `hotplug/states` as (number, name), for names and the arch part.
 pub fn analyze(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<HotplugReport, Missing> {
-    let steps = extract(trace, states)?;
+    let ex = extract(trace, states)?;
     let mut ops = Vec::new();
-    for (cpu, steps) in steps.per_cpu {
+    for (cpu, steps) in ex.per_cpu {
         ops.extend(infer_operations(cpu, steps));
     }
-    Ok(finish(ops, steps.notes))
+    fill_preempted(&mut ops, ex.off.as_ref());
+    Ok(finish(ops, ex.notes))
 }
 
 /// Like [`analyze`], with one operation per window (in the windows' order; a window without
@@ -245,13 +256,39 @@ pub fn analyze_windows(
             ops.push(operation(w.cpu, Some(w.direction), g));
         }
     }
+    fill_preempted(&mut ops, ex.off.as_ref());
     let report = finish_ordered(ops, ex.notes);
     Ok((report, index))
+}
+
+/// Each operation's `preempted_ns`: the control task's off-CPU time in the gaps between its
+/// top-level steps (time in the span that no step accounts for because the task waited).
+fn fill_preempted(ops: &mut [Operation], off: Option<&OffCpu>) {
+    let Some(off) = off else { return };
+    for op in ops {
+        let mut tops: Vec<(u64, u64)> = op
+            .steps
+            .iter()
+            .filter(|s| s.depth == 0)
+            .map(|s| (s.start_ns, s.end_ns()))
+            .collect();
+        tops.sort_unstable();
+        let mut preempted = 0;
+        let mut covered_to = op.start_ns;
+        for (start, end) in tops {
+            if start > covered_to {
+                preempted += off.during(op.control_pid, covered_to, start);
+            }
+            covered_to = covered_to.max(end);
+        }
+        op.preempted_ns = Some(preempted);
+    }
 }
 
 struct Extracted {
     per_cpu: std::collections::BTreeMap<u32, Vec<Step>>,
     notes: Vec<String>,
+    off: Option<OffCpu>,
 }
 
 struct Fields {
@@ -410,7 +447,11 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
         per_cpu.entry(cpu).or_default().push((s, target));
     }
     let per_cpu = per_cpu.into_iter().map(|(cpu, v)| (cpu, nest(v))).collect();
-    Ok(Extracted { per_cpu, notes })
+    Ok(Extracted {
+        per_cpu,
+        notes,
+        off,
+    })
 }
 
 /// Sort by start, set depth, exclusive times and the rollback marks' raw material (a step
@@ -526,6 +567,7 @@ fn operation(cpu: u32, direction: Option<Direction>, mut steps: Vec<Step>) -> Op
         } else {
             steps_sum_ns as f64 / span_ns as f64
         },
+        preempted_ns: None,
         control_ns: sum(&|s| !s.on_target),
         target_ns: sum(&|s| s.on_target),
         arch_ns: sum(&|s| s.arch),
@@ -557,8 +599,21 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
         // A failed operation has an untraced gap where the failure happened: not counted.
         let below = mine
             .iter()
-            .filter(|o| !o.failed && o.coverage < MIN_COVERAGE)
+            .filter(|o| !o.failed && o.accounted() < MIN_COVERAGE)
             .count();
+        let preempted: Vec<u64> = mine
+            .iter()
+            .filter_map(|o| o.preempted_ns)
+            .filter(|&p| p > 0)
+            .collect();
+        if !preempted.is_empty() {
+            notes.push(format!(
+                "{} {} operation(s): the writing task was preempted between steps for {:.3} ms in all (CPU contention; counted as time accounted for, not as a step)",
+                preempted.len(),
+                dir.as_str(),
+                preempted.iter().sum::<u64>() as f64 / 1e6
+            ));
+        }
         summary.push(DirectionSummary {
             direction: dir,
             operations: mine.len(),
@@ -576,7 +631,7 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
         });
         if below > 0 {
             notes.push(format!(
-                "{below} {} operation(s) have steps covering less than {:.0}% of their span",
+                "{below} {} operation(s) have steps (with preemption between them) covering less than {:.0}% of their span",
                 dir.as_str(),
                 MIN_COVERAGE * 100.0
             ));
@@ -1078,6 +1133,32 @@ mod tests {
         let s = &r.operations[0].steps[1];
         assert_eq!(s.off_cpu_ns, Some(200));
         assert_eq!(r.operations[0].steps[0].off_cpu_ns, Some(0));
+    }
+
+    #[test]
+    fn preemption_between_steps_is_accounted_for_but_is_not_a_step() {
+        let mut b = B::new(true);
+        // Two top-level steps by pid 9 with a 400 ns gap; pid 9 is switched out for 300 of it.
+        b.enter(100, 0, 9, 1, 236, 1, 0x6000);
+        b.exit(200, 0, 9, 1, 1, 0);
+        b.switch(250, 0, 9, 77);
+        b.switch(550, 0, 77, 9);
+        b.enter(600, 0, 9, 1, 236, 40, 0x9000);
+        b.exit(700, 0, 9, 1, 40, 0);
+        let r = analyze(&b.t, None).unwrap();
+        let op = &r.operations[0];
+        assert_eq!((op.span_ns, op.steps_sum_ns), (600, 200));
+        assert_eq!(op.preempted_ns, Some(300));
+        assert!((op.accounted() - 500.0 / 600.0).abs() < 1e-12);
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.contains("preempted between steps")));
+        // Without sched_switch nothing is known about preemption.
+        let mut b = B::new(false);
+        b.online(0, 9);
+        let r = analyze(&b.t, None).unwrap();
+        assert_eq!(r.operations[0].preempted_ns, None);
     }
 
     #[test]

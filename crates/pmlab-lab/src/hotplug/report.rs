@@ -128,6 +128,9 @@ pub struct TraceCheck {
     pub tolerance: f64,
     pub min_coverage: f64,
     pub max_coverage: f64,
+    /// Operations whose writing task was preempted between steps, and for how long in all.
+    pub preempted_ops: usize,
+    pub preempted_ms: f64,
     /// Median of wall − span: syscall entry, locks and work-queueing outside the steps.
     pub outside_steps_p50_ms: f64,
 }
@@ -329,7 +332,7 @@ impl HotplugReport {
                 .iter()
                 .filter_map(|o| o.trace.as_ref().map(|t| (o, t)))
                 .collect();
-            let cov: Vec<f64> = traced.iter().map(|(_, t)| t.coverage()).collect();
+            let cov: Vec<f64> = traced.iter().map(|(_, t)| t.accounted()).collect();
             let outside: Vec<f64> = traced
                 .iter()
                 .map(|(o, t)| o.wall_ns.saturating_sub(t.span_ns) as f64)
@@ -344,6 +347,8 @@ impl HotplugReport {
                 tolerance: COVERAGE_TOLERANCE,
                 min_coverage: cov.iter().copied().fold(f64::NAN, f64::min),
                 max_coverage: cov.iter().copied().fold(f64::NAN, f64::max),
+                preempted_ops: traced.iter().filter(|(_, t)| t.preempted_ns > 0).count(),
+                preempted_ms: ms(traced.iter().map(|(_, t)| t.preempted_ns).sum::<u64>() as f64),
                 outside_steps_p50_ms: ms(quantile(&outside, 0.5)),
             })
         } else {
@@ -491,12 +496,21 @@ impl HotplugReport {
         if let Some(c) = &self.trace_check {
             out += &format!(
                 "Trace check: {}/{} traced operations have steps summing to within {:.0}% of their span \
-                 (coverage {:.3}–{:.3}); median time outside the steps (wall − span) {} ms{}\n",
+                 (coverage {:.3}–{:.3}){}; median time outside the steps (wall − span) {} ms{}\n",
                 c.within_tolerance,
                 c.traced_ops,
                 100.0 * c.tolerance,
                 c.min_coverage,
                 c.max_coverage,
+                if c.preempted_ops > 0 {
+                    format!(
+                        ", counting {} ms in {} operation(s) where the writing task was preempted between steps",
+                        f2(c.preempted_ms),
+                        c.preempted_ops
+                    )
+                } else {
+                    String::new()
+                },
                 f2(c.outside_steps_p50_ms),
                 if c.untraced_ops > 0 {
                     format!("; {} operations untraced", c.untraced_ops)

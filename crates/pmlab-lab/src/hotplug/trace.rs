@@ -40,6 +40,8 @@ pub struct OpTrace {
     pub steps_sum_ns: u64,
     /// Exclusive time in arch steps.
     pub arch_ns: u64,
+    /// Time the writing task was preempted between top-level steps (0 when not traced).
+    pub preempted_ns: u64,
     pub first_ns: u64,
     pub last_ns: u64,
     pub steps: Vec<StepTime>,
@@ -66,7 +68,10 @@ impl OpTrace {
                 nested: s.depth > 0,
             })
             .collect();
-        OpTrace::new(op.start_ns, op.end_ns, steps)
+        OpTrace {
+            preempted_ns: op.preempted_ns.unwrap_or(0),
+            ..OpTrace::new(op.start_ns, op.end_ns, steps)
+        }
     }
 
     pub fn new(first_ns: u64, last_ns: u64, steps: Vec<StepTime>) -> OpTrace {
@@ -80,6 +85,7 @@ impl OpTrace {
             span_ns: last_ns.saturating_sub(first_ns),
             steps_sum_ns,
             arch_ns,
+            preempted_ns: 0,
             first_ns,
             last_ns,
             steps,
@@ -92,6 +98,16 @@ impl OpTrace {
             1.0
         } else {
             self.steps_sum_ns as f64 / self.span_ns as f64
+        }
+    }
+
+    /// (steps_sum + preempted) / span: the span accounted for by steps and by preemption of
+    /// the writing task between them.
+    pub fn accounted(&self) -> f64 {
+        if self.span_ns == 0 {
+            1.0
+        } else {
+            (self.steps_sum_ns + self.preempted_ns) as f64 / self.span_ns as f64
         }
     }
 
