@@ -707,6 +707,9 @@ fn build_trace(
         .max()
         .unwrap_or(0);
     let cpus = h.cpus.max(max_cpu);
+    if raw.len() as u64 >= crate::model::LOC_MAX_OFF {
+        return bad("event data of 1 TiB or more is not supported");
+    }
     let multi_buffer = regions.iter().any(|r| r.0 != 0);
     let data_bytes: usize = regions.iter().map(|r| r.3).sum();
     let mut cursors: Vec<(u8, u32, PageCursor)> = regions
@@ -864,8 +867,7 @@ fn merge(
         cpu: huge_vec(estimate),
         pid: huge_vec(estimate),
         id: huge_vec(estimate),
-        off: huge_vec(estimate),
-        len: huge_vec(estimate),
+        loc: huge_vec(estimate),
         raw: Raw::new(),
     };
     let mut cols = ColWriter::new();
@@ -996,8 +998,14 @@ impl Sink {
         if let Some(m) = cur.missed_at(rec) {
             self.missed_before.push((self.cols.rows(), m));
         }
-        self.cols
-            .push(&mut self.ev, rec.ts, cpu, pid, id, o as u64, rec.len as u32);
+        self.cols.push(
+            &mut self.ev,
+            rec.ts,
+            cpu as u16,
+            pid,
+            id,
+            Events::loc(o, rec.len),
+        );
         if self.multi_buffer {
             self.ebuf.push(bi);
         }
@@ -1012,18 +1020,17 @@ fn cursor_error(c: &mut PageCursor, cpu: u32) -> R<()> {
     }
 }
 
-/// Appends rows to the six event columns with one capacity check per row instead of six
-/// (Vec::push keeps six lengths and checks six capacities). Between `resume` and `finish`
+/// Appends rows to the five event columns with one capacity check per row instead of five
+/// (Vec::push keeps five lengths and checks five capacities). Between `resume` and `finish`
 /// rows are written past the Vecs' lengths; `finish` sets them.
 struct ColWriter {
     n: usize,
     cap: usize,
     ts: *mut u64,
-    cpu: *mut u32,
+    cpu: *mut u16,
     pid: *mut i32,
     id: *mut u16,
-    off: *mut u64,
-    len: *mut u32,
+    loc: *mut u64,
 }
 
 impl ColWriter {
@@ -1035,8 +1042,7 @@ impl ColWriter {
             cpu: std::ptr::null_mut(),
             pid: std::ptr::null_mut(),
             id: std::ptr::null_mut(),
-            off: std::ptr::null_mut(),
-            len: std::ptr::null_mut(),
+            loc: std::ptr::null_mut(),
         }
     }
 
@@ -1052,8 +1058,7 @@ impl ColWriter {
             ev.cpu.capacity(),
             ev.pid.capacity(),
             ev.id.capacity(),
-            ev.off.capacity(),
-            ev.len.capacity(),
+            ev.loc.capacity(),
         ]
         .into_iter()
         .min()
@@ -1062,8 +1067,7 @@ impl ColWriter {
         self.cpu = ev.cpu.as_mut_ptr();
         self.pid = ev.pid.as_mut_ptr();
         self.id = ev.id.as_mut_ptr();
-        self.off = ev.off.as_mut_ptr();
-        self.len = ev.len.as_mut_ptr();
+        self.loc = ev.loc.as_mut_ptr();
     }
 
     /// Sets the columns' lengths to the rows written.
@@ -1074,14 +1078,12 @@ impl ColWriter {
             ev.cpu.set_len(self.n);
             ev.pid.set_len(self.n);
             ev.id.set_len(self.n);
-            ev.off.set_len(self.n);
-            ev.len.set_len(self.n);
+            ev.loc.set_len(self.n);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u32, pid: i32, id: u16, off: u64, len: u32) {
+    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u16, pid: i32, id: u16, loc: u64) {
         if self.n == self.cap {
             self.grow(ev);
         }
@@ -1092,8 +1094,7 @@ impl ColWriter {
             self.cpu.add(n).write(cpu);
             self.pid.add(n).write(pid);
             self.id.add(n).write(id);
-            self.off.add(n).write(off);
-            self.len.add(n).write(len);
+            self.loc.add(n).write(loc);
         }
         self.n = n + 1;
     }
@@ -1107,8 +1108,7 @@ impl ColWriter {
         ev.cpu.reserve(more);
         ev.pid.reserve(more);
         ev.id.reserve(more);
-        ev.off.reserve(more);
-        ev.len.reserve(more);
+        ev.loc.reserve(more);
         self.resume(ev);
     }
 }
