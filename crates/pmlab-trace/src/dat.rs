@@ -901,57 +901,108 @@ fn merge(
         }
         cursor_error(c, *cpu)?;
     }
-    loop {
-        // Pick the lowest head; ties go to the lowest index.
-        let mut best = usize::MAX;
-        let mut best_ts = 0u64;
-        for i in 0..k {
-            if head_live[i] && (best == usize::MAX || head_ts[i] < best_ts) {
-                best = i;
-                best_ts = head_ts[i];
+    if k == 2 {
+        // Two CPUs (a ping-pong workload switches every event or two): the other
+        // cursor's head is the limit, and a switch swaps the two.
+        let (x, y) = cursors.split_at_mut(1);
+        let (mut a, mut b) = (&mut x[0], &mut y[0]);
+        let (mut ai, mut bi) = (0usize, 1usize);
+        if head_live[1] && (!head_live[0] || head_ts[1] < head_ts[0]) {
+            std::mem::swap(&mut a, &mut b);
+            std::mem::swap(&mut ai, &mut bi);
+        }
+        while head_live[ai] {
+            let (limit, wins) = if head_live[bi] {
+                (head_ts[bi], bi < ai)
+            } else {
+                (u64::MAX, false)
+            };
+            let rec = crate::page::CursorRecord {
+                ts: head_ts[ai],
+                offset: head_off[ai],
+                len: head_len[ai],
+            };
+            match run(&mut out, raw, rec, bases[ai], a, limit, wins) {
+                Some(r) => (head_ts[ai], head_off[ai], head_len[ai]) = (r.ts, r.offset, r.len),
+                None => {
+                    cursor_error(&mut a.2, a.1)?;
+                    head_live[ai] = false;
+                }
+            }
+            if head_live[bi] {
+                std::mem::swap(&mut a, &mut b);
+                std::mem::swap(&mut ai, &mut bi);
             }
         }
-        if best == usize::MAX {
-            break;
-        }
-        // The others' lowest head bounds how far this cursor may run alone.
-        let mut limit = u64::MAX;
-        let mut limit_wins_ties = false;
-        for i in 0..k {
-            if i == best || !head_live[i] {
-                continue;
-            }
-            let t = head_ts[i];
-            if t < limit || (t == limit && i < best) {
-                limit = t;
-                limit_wins_ties = i < best;
-            }
-        }
-        let (bi, cpu, cur) = &mut cursors[best];
-        let base = bases[best];
-        let mut rec = crate::page::CursorRecord {
-            ts: head_ts[best],
-            offset: head_off[best],
-            len: head_len[best],
-        };
+    } else {
         loop {
-            out.row(raw, &rec, base, *cpu, *bi, cur);
-            match cur.next_record() {
-                Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+            // Pick the lowest head; ties go to the lowest index.
+            let mut best = usize::MAX;
+            let mut best_ts = 0u64;
+            for i in 0..k {
+                if head_live[i] && (best == usize::MAX || head_ts[i] < best_ts) {
+                    best = i;
+                    best_ts = head_ts[i];
+                }
+            }
+            if best == usize::MAX {
+                break;
+            }
+            // The others' lowest head bounds how far this cursor may run alone.
+            let mut limit = u64::MAX;
+            let mut limit_wins_ties = false;
+            for i in 0..k {
+                if i == best || !head_live[i] {
+                    continue;
+                }
+                let t = head_ts[i];
+                if t < limit || (t == limit && i < best) {
+                    limit = t;
+                    limit_wins_ties = i < best;
+                }
+            }
+            let rec = crate::page::CursorRecord {
+                ts: head_ts[best],
+                offset: head_off[best],
+                len: head_len[best],
+            };
+            let c = &mut cursors[best];
+            match run(&mut out, raw, rec, bases[best], c, limit, limit_wins_ties) {
                 Some(r) => {
-                    (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len);
-                    break;
+                    (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len)
                 }
                 None => {
-                    cursor_error(cur, *cpu)?;
+                    cursor_error(&mut c.2, c.1)?;
                     head_live[best] = false;
-                    break;
                 }
             }
         }
     }
     out.cols.finish(&mut out.ev);
     Ok((out.ev, out.ebuf, out.missed_before))
+}
+
+/// Appends `rec` and the records after it from cursor `c` while they come before `limit`
+/// (equal timestamps too unless `limit_wins_ties`); returns the first one that does not,
+/// or None at the cursor's end.
+#[inline(always)]
+fn run(
+    out: &mut Sink,
+    raw: &[u8],
+    mut rec: crate::page::CursorRecord,
+    base: usize,
+    c: &mut (u8, u32, PageCursor),
+    limit: u64,
+    limit_wins_ties: bool,
+) -> Option<crate::page::CursorRecord> {
+    let (bi, cpu, cur) = (c.0, c.1, &mut c.2);
+    loop {
+        out.row(raw, &rec, base, cpu, bi, cur);
+        match cur.next_record() {
+            Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+            other => return other,
+        }
+    }
 }
 
 /// Where [`merge`] puts the events, and how it reads their common fields.
