@@ -723,11 +723,15 @@ fn build_trace(
         })
         .collect();
     let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
+    let merge = if endian == Endian::Big {
+        merge::<true>
+    } else {
+        merge::<false>
+    };
     let merged = merge(
         &mut cursors,
         &bases,
         &raw,
-        endian,
         type_off,
         pid_off,
         multi_buffer,
@@ -852,11 +856,10 @@ type Merged = (Events, Vec<u8>, Vec<(usize, i64)>);
 /// k-way merge of the per-CPU cursors by timestamp straight into the event columns;
 /// equal timestamps go to the lower cursor (buffer, then CPU position), as trace-cmd does.
 #[allow(clippy::too_many_arguments)]
-fn merge(
+fn merge<const BIG: bool>(
     cursors: &mut [(u8, u32, PageCursor)],
     bases: &[usize],
     raw: &[u8],
-    endian: Endian,
     type_off: usize,
     pid_off: usize,
     multi_buffer: bool,
@@ -882,7 +885,6 @@ fn merge(
         },
         missed_before: Vec::new(),
         multi_buffer,
-        big: endian == Endian::Big,
         type_off,
         pid_off,
         need: (type_off + 2).max(pid_off + 4),
@@ -922,7 +924,7 @@ fn merge(
                 offset: head_off[ai],
                 len: head_len[ai],
             };
-            match run(&mut out, raw, rec, bases[ai], a, limit, wins) {
+            match run::<BIG>(&mut out, raw, rec, bases[ai], a, limit, wins) {
                 Some(r) => (head_ts[ai], head_off[ai], head_len[ai]) = (r.ts, r.offset, r.len),
                 None => {
                     cursor_error(&mut a.2, a.1)?;
@@ -967,7 +969,7 @@ fn merge(
                 len: head_len[best],
             };
             let c = &mut cursors[best];
-            match run(&mut out, raw, rec, bases[best], c, limit, limit_wins_ties) {
+            match run::<BIG>(&mut out, raw, rec, bases[best], c, limit, limit_wins_ties) {
                 Some(r) => {
                     (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len)
                 }
@@ -986,7 +988,7 @@ fn merge(
 /// (equal timestamps too unless `limit_wins_ties`); returns the first one that does not,
 /// or None at the cursor's end.
 #[inline(always)]
-fn run(
+fn run<const BIG: bool>(
     out: &mut Sink,
     raw: &[u8],
     mut rec: crate::page::CursorRecord,
@@ -997,8 +999,8 @@ fn run(
 ) -> Option<crate::page::CursorRecord> {
     let (bi, cpu, cur) = (c.0, c.1, &mut c.2);
     loop {
-        out.row(raw, &rec, base, cpu, bi, cur);
-        match cur.next_record() {
+        out.row::<BIG>(raw, &rec, base, cpu, bi, cur);
+        match cur.next_record_as::<BIG>() {
             Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
             other => return other,
         }
@@ -1012,7 +1014,6 @@ struct Sink {
     ebuf: Vec<u8>,
     missed_before: Vec<(usize, i64)>,
     multi_buffer: bool,
-    big: bool,
     type_off: usize,
     pid_off: usize,
     /// Bytes a record needs to hold `common_type` and `common_pid`.
@@ -1022,7 +1023,7 @@ struct Sink {
 impl Sink {
     /// Appends `rec`, the record `cur` returned last, at `base` in `raw`.
     #[inline(always)]
-    fn row(
+    fn row<const BIG: bool>(
         &mut self,
         raw: &[u8],
         rec: &crate::page::CursorRecord,
@@ -1037,7 +1038,7 @@ impl Sink {
             // Whole-slice conversions: one load each instead of byte-by-byte.
             let t: [u8; 2] = b[self.type_off..self.type_off + 2].try_into().unwrap();
             let p: [u8; 4] = b[self.pid_off..self.pid_off + 4].try_into().unwrap();
-            if self.big {
+            if BIG {
                 (u16::from_be_bytes(t), i32::from_be_bytes(p))
             } else {
                 (u16::from_le_bytes(t), i32::from_le_bytes(p))
