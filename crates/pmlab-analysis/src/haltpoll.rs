@@ -47,10 +47,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<HaltpollReport, Missing>
     let mut cur: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut cpus: BTreeMap<u32, CpuLimits> = BTreeMap::new();
     for i in 0..ev.len() {
-        if ev.id[i] != id || !opts.wants(ev.cpu[i]) {
+        if ev.id[i] != id || !opts.wants(u32::from(ev.cpu[i])) {
             continue;
         }
-        let (cpu, ts) = (ev.cpu[i], ev.ts[i]);
+        let (cpu, ts) = (u32::from(ev.cpu[i]), ev.ts[i]);
         let (grow, new, old) = (
             trace.u64_at(i, fg) != 0,
             trace.u64_at(i, fnew),

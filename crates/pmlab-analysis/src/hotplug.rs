@@ -358,7 +358,14 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
     let mut cache: HashMap<u64, String> = HashMap::new();
     for i in 0..ev.len() {
         let id = ev.id[i];
-        let task = (ev.pid[i], if ev.pid[i] == 0 { ev.cpu[i] } else { u32::MAX });
+        let task = (
+            ev.pid[i],
+            if ev.pid[i] == 0 {
+                u32::from(ev.cpu[i])
+            } else {
+                u32::MAX
+            },
+        );
         if id == enter || Some(id) == multi {
             let f = if id == enter {
                 &ef
@@ -382,7 +389,7 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
                     name: names.get(&state).map(|s| s.to_string()),
                     callback,
                     multi: id != enter,
-                    exec_cpu: ev.cpu[i],
+                    exec_cpu: u32::from(ev.cpu[i]),
                     pid: ev.pid[i],
                     on_target: false,
                     start_ns: ev.ts[i],
@@ -909,13 +916,9 @@ mod tests {
             rec[..2].copy_from_slice(&id.to_le_bytes());
             rec[4..8].copy_from_slice(&pid.to_le_bytes());
             rec.extend_from_slice(body);
-            e.off.push(e.raw.len() as u64);
-            e.len.push(rec.len() as u32);
+            let off = e.raw.len();
             e.raw.extend_from_slice(&rec);
-            e.ts.push(ts);
-            e.cpu.push(cpu);
-            e.pid.push(pid);
-            e.id.push(id);
+            e.push(ts, cpu as u16, pid, id, off, rec.len());
         }
         #[allow(clippy::too_many_arguments)]
         fn enter(&mut self, ts: u64, on: u32, pid: i32, cpu: u32, target: i32, idx: i32, fun: u64) {

@@ -52,7 +52,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         let id = ev.id[i];
         if let Some((wid, fp, ft)) = wf {
             if id == wid {
-                let target = ft.map(|f| trace.i64_at(i, f) as u32).unwrap_or(ev.cpu[i]);
+                let target = ft
+                    .map(|f| trace.i64_at(i, f) as u32)
+                    .unwrap_or(u32::from(ev.cpu[i]));
                 if opts.wants(target) {
                     woken.entry(trace.i64_at(i, fp) as i32).or_insert(ev.ts[i]);
                 }
@@ -64,7 +66,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         }
         let ts = ev.ts[i];
         let prev = trace.i64_at(i, f_prev) as i32;
-        if prev != 0 && trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(ev.cpu[i]) {
+        if prev != 0 && trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(u32::from(ev.cpu[i])) {
             queued.insert(prev, ts);
         }
         let next = trace.i64_at(i, f_next) as i32;

@@ -234,12 +234,7 @@ impl Builder {
         let mut raw = Vec::new();
         let e = &mut self.t.events;
         for (ts, cpu, pid, id, rec) in self.rows {
-            e.ts.push(ts);
-            e.cpu.push(cpu);
-            e.pid.push(pid);
-            e.id.push(id);
-            e.off.push(raw.len() as u64);
-            e.len.push(rec.len() as u32);
+            e.push(ts, cpu as u16, pid, id, raw.len(), rec.len());
             raw.extend_from_slice(&rec);
         }
         e.raw = raw.into();

@@ -310,7 +310,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                 }
                 continue;
             }
-            _ => Some(ev.cpu[i]),
+            _ => Some(u32::from(ev.cpu[i])),
         };
         let Some(c) = target else { continue };
         let Some(ps) = periods.get(c as usize).copied() else {

@@ -707,6 +707,9 @@ fn build_trace(
         .max()
         .unwrap_or(0);
     let cpus = h.cpus.max(max_cpu);
+    if raw.len() as u64 >= crate::model::LOC_MAX_OFF {
+        return bad("event data of 1 TiB or more is not supported");
+    }
     let multi_buffer = regions.iter().any(|r| r.0 != 0);
     let data_bytes: usize = regions.iter().map(|r| r.3).sum();
     let mut cursors: Vec<(u8, u32, PageCursor)> = regions
@@ -720,11 +723,15 @@ fn build_trace(
         })
         .collect();
     let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
+    let merge = if endian == Endian::Big {
+        merge::<true>
+    } else {
+        merge::<false>
+    };
     let merged = merge(
         &mut cursors,
         &bases,
         &raw,
-        endian,
         type_off,
         pid_off,
         multi_buffer,
@@ -849,11 +856,10 @@ type Merged = (Events, Vec<u8>, Vec<(usize, i64)>);
 /// k-way merge of the per-CPU cursors by timestamp straight into the event columns;
 /// equal timestamps go to the lower cursor (buffer, then CPU position), as trace-cmd does.
 #[allow(clippy::too_many_arguments)]
-fn merge(
+fn merge<const BIG: bool>(
     cursors: &mut [(u8, u32, PageCursor)],
     bases: &[usize],
     raw: &[u8],
-    endian: Endian,
     type_off: usize,
     pid_off: usize,
     multi_buffer: bool,
@@ -864,8 +870,7 @@ fn merge(
         cpu: huge_vec(estimate),
         pid: huge_vec(estimate),
         id: huge_vec(estimate),
-        off: huge_vec(estimate),
-        len: huge_vec(estimate),
+        loc: huge_vec(estimate),
         raw: Raw::new(),
     };
     let mut cols = ColWriter::new();
@@ -880,7 +885,6 @@ fn merge(
         },
         missed_before: Vec::new(),
         multi_buffer,
-        big: endian == Endian::Big,
         type_off,
         pid_off,
         need: (type_off + 2).max(pid_off + 4),
@@ -899,57 +903,108 @@ fn merge(
         }
         cursor_error(c, *cpu)?;
     }
-    loop {
-        // Pick the lowest head; ties go to the lowest index.
-        let mut best = usize::MAX;
-        let mut best_ts = 0u64;
-        for i in 0..k {
-            if head_live[i] && (best == usize::MAX || head_ts[i] < best_ts) {
-                best = i;
-                best_ts = head_ts[i];
+    if k == 2 {
+        // Two CPUs (a ping-pong workload switches every event or two): the other
+        // cursor's head is the limit, and a switch swaps the two.
+        let (x, y) = cursors.split_at_mut(1);
+        let (mut a, mut b) = (&mut x[0], &mut y[0]);
+        let (mut ai, mut bi) = (0usize, 1usize);
+        if head_live[1] && (!head_live[0] || head_ts[1] < head_ts[0]) {
+            std::mem::swap(&mut a, &mut b);
+            std::mem::swap(&mut ai, &mut bi);
+        }
+        while head_live[ai] {
+            let (limit, wins) = if head_live[bi] {
+                (head_ts[bi], bi < ai)
+            } else {
+                (u64::MAX, false)
+            };
+            let rec = crate::page::CursorRecord {
+                ts: head_ts[ai],
+                offset: head_off[ai],
+                len: head_len[ai],
+            };
+            match run::<BIG>(&mut out, raw, rec, bases[ai], a, limit, wins) {
+                Some(r) => (head_ts[ai], head_off[ai], head_len[ai]) = (r.ts, r.offset, r.len),
+                None => {
+                    cursor_error(&mut a.2, a.1)?;
+                    head_live[ai] = false;
+                }
+            }
+            if head_live[bi] {
+                std::mem::swap(&mut a, &mut b);
+                std::mem::swap(&mut ai, &mut bi);
             }
         }
-        if best == usize::MAX {
-            break;
-        }
-        // The others' lowest head bounds how far this cursor may run alone.
-        let mut limit = u64::MAX;
-        let mut limit_wins_ties = false;
-        for i in 0..k {
-            if i == best || !head_live[i] {
-                continue;
-            }
-            let t = head_ts[i];
-            if t < limit || (t == limit && i < best) {
-                limit = t;
-                limit_wins_ties = i < best;
-            }
-        }
-        let (bi, cpu, cur) = &mut cursors[best];
-        let base = bases[best];
-        let mut rec = crate::page::CursorRecord {
-            ts: head_ts[best],
-            offset: head_off[best],
-            len: head_len[best],
-        };
+    } else {
         loop {
-            out.row(raw, &rec, base, *cpu, *bi, cur);
-            match cur.next_record() {
-                Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+            // Pick the lowest head; ties go to the lowest index.
+            let mut best = usize::MAX;
+            let mut best_ts = 0u64;
+            for i in 0..k {
+                if head_live[i] && (best == usize::MAX || head_ts[i] < best_ts) {
+                    best = i;
+                    best_ts = head_ts[i];
+                }
+            }
+            if best == usize::MAX {
+                break;
+            }
+            // The others' lowest head bounds how far this cursor may run alone.
+            let mut limit = u64::MAX;
+            let mut limit_wins_ties = false;
+            for i in 0..k {
+                if i == best || !head_live[i] {
+                    continue;
+                }
+                let t = head_ts[i];
+                if t < limit || (t == limit && i < best) {
+                    limit = t;
+                    limit_wins_ties = i < best;
+                }
+            }
+            let rec = crate::page::CursorRecord {
+                ts: head_ts[best],
+                offset: head_off[best],
+                len: head_len[best],
+            };
+            let c = &mut cursors[best];
+            match run::<BIG>(&mut out, raw, rec, bases[best], c, limit, limit_wins_ties) {
                 Some(r) => {
-                    (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len);
-                    break;
+                    (head_ts[best], head_off[best], head_len[best]) = (r.ts, r.offset, r.len)
                 }
                 None => {
-                    cursor_error(cur, *cpu)?;
+                    cursor_error(&mut c.2, c.1)?;
                     head_live[best] = false;
-                    break;
                 }
             }
         }
     }
     out.cols.finish(&mut out.ev);
     Ok((out.ev, out.ebuf, out.missed_before))
+}
+
+/// Appends `rec` and the records after it from cursor `c` while they come before `limit`
+/// (equal timestamps too unless `limit_wins_ties`); returns the first one that does not,
+/// or None at the cursor's end.
+#[inline(always)]
+fn run<const BIG: bool>(
+    out: &mut Sink,
+    raw: &[u8],
+    mut rec: crate::page::CursorRecord,
+    base: usize,
+    c: &mut (u8, u32, PageCursor),
+    limit: u64,
+    limit_wins_ties: bool,
+) -> Option<crate::page::CursorRecord> {
+    let (bi, cpu, cur) = (c.0, c.1, &mut c.2);
+    loop {
+        out.row::<BIG>(raw, &rec, base, cpu, bi, cur);
+        match cur.next_record_as::<BIG>() {
+            Some(r) if r.ts < limit || (r.ts == limit && !limit_wins_ties) => rec = r,
+            other => return other,
+        }
+    }
 }
 
 /// Where [`merge`] puts the events, and how it reads their common fields.
@@ -959,7 +1014,6 @@ struct Sink {
     ebuf: Vec<u8>,
     missed_before: Vec<(usize, i64)>,
     multi_buffer: bool,
-    big: bool,
     type_off: usize,
     pid_off: usize,
     /// Bytes a record needs to hold `common_type` and `common_pid`.
@@ -969,7 +1023,7 @@ struct Sink {
 impl Sink {
     /// Appends `rec`, the record `cur` returned last, at `base` in `raw`.
     #[inline(always)]
-    fn row(
+    fn row<const BIG: bool>(
         &mut self,
         raw: &[u8],
         rec: &crate::page::CursorRecord,
@@ -984,7 +1038,7 @@ impl Sink {
             // Whole-slice conversions: one load each instead of byte-by-byte.
             let t: [u8; 2] = b[self.type_off..self.type_off + 2].try_into().unwrap();
             let p: [u8; 4] = b[self.pid_off..self.pid_off + 4].try_into().unwrap();
-            if self.big {
+            if BIG {
                 (u16::from_be_bytes(t), i32::from_be_bytes(p))
             } else {
                 (u16::from_le_bytes(t), i32::from_le_bytes(p))
@@ -996,8 +1050,14 @@ impl Sink {
         if let Some(m) = cur.missed_at(rec) {
             self.missed_before.push((self.cols.rows(), m));
         }
-        self.cols
-            .push(&mut self.ev, rec.ts, cpu, pid, id, o as u64, rec.len as u32);
+        self.cols.push(
+            &mut self.ev,
+            rec.ts,
+            cpu as u16,
+            pid,
+            id,
+            Events::loc(o, rec.len),
+        );
         if self.multi_buffer {
             self.ebuf.push(bi);
         }
@@ -1012,18 +1072,17 @@ fn cursor_error(c: &mut PageCursor, cpu: u32) -> R<()> {
     }
 }
 
-/// Appends rows to the six event columns with one capacity check per row instead of six
-/// (Vec::push keeps six lengths and checks six capacities). Between `resume` and `finish`
+/// Appends rows to the five event columns with one capacity check per row instead of five
+/// (Vec::push keeps five lengths and checks five capacities). Between `resume` and `finish`
 /// rows are written past the Vecs' lengths; `finish` sets them.
 struct ColWriter {
     n: usize,
     cap: usize,
     ts: *mut u64,
-    cpu: *mut u32,
+    cpu: *mut u16,
     pid: *mut i32,
     id: *mut u16,
-    off: *mut u64,
-    len: *mut u32,
+    loc: *mut u64,
 }
 
 impl ColWriter {
@@ -1035,8 +1094,7 @@ impl ColWriter {
             cpu: std::ptr::null_mut(),
             pid: std::ptr::null_mut(),
             id: std::ptr::null_mut(),
-            off: std::ptr::null_mut(),
-            len: std::ptr::null_mut(),
+            loc: std::ptr::null_mut(),
         }
     }
 
@@ -1052,8 +1110,7 @@ impl ColWriter {
             ev.cpu.capacity(),
             ev.pid.capacity(),
             ev.id.capacity(),
-            ev.off.capacity(),
-            ev.len.capacity(),
+            ev.loc.capacity(),
         ]
         .into_iter()
         .min()
@@ -1062,8 +1119,7 @@ impl ColWriter {
         self.cpu = ev.cpu.as_mut_ptr();
         self.pid = ev.pid.as_mut_ptr();
         self.id = ev.id.as_mut_ptr();
-        self.off = ev.off.as_mut_ptr();
-        self.len = ev.len.as_mut_ptr();
+        self.loc = ev.loc.as_mut_ptr();
     }
 
     /// Sets the columns' lengths to the rows written.
@@ -1074,14 +1130,12 @@ impl ColWriter {
             ev.cpu.set_len(self.n);
             ev.pid.set_len(self.n);
             ev.id.set_len(self.n);
-            ev.off.set_len(self.n);
-            ev.len.set_len(self.n);
+            ev.loc.set_len(self.n);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u32, pid: i32, id: u16, off: u64, len: u32) {
+    fn push(&mut self, ev: &mut Events, ts: u64, cpu: u16, pid: i32, id: u16, loc: u64) {
         if self.n == self.cap {
             self.grow(ev);
         }
@@ -1092,8 +1146,7 @@ impl ColWriter {
             self.cpu.add(n).write(cpu);
             self.pid.add(n).write(pid);
             self.id.add(n).write(id);
-            self.off.add(n).write(off);
-            self.len.add(n).write(len);
+            self.loc.add(n).write(loc);
         }
         self.n = n + 1;
     }
@@ -1107,8 +1160,7 @@ impl ColWriter {
         ev.cpu.reserve(more);
         ev.pid.reserve(more);
         ev.id.reserve(more);
-        ev.off.reserve(more);
-        ev.len.reserve(more);
+        ev.loc.reserve(more);
         self.resume(ev);
     }
 }

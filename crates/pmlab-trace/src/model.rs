@@ -141,17 +141,23 @@ impl PartialEq for Raw {
 }
 
 /// Events in columns, sorted by timestamp. Event `i`'s record (the payload that
-/// starts with the common fields) is `raw[off[i] .. off[i] + len[i]]`.
+/// starts with the common fields) is `raw[off .. off + len]`, both packed in `loc[i]`.
 #[derive(Debug, Clone, Default)]
 pub struct Events {
     pub ts: Vec<u64>,
-    pub cpu: Vec<u32>,
+    pub cpu: Vec<u16>,
     pub pid: Vec<i32>,
     pub id: Vec<u16>,
-    pub off: Vec<u64>,
-    pub len: Vec<u32>,
+    /// `off << LOC_LEN_BITS | len` (see [`Events::loc`]): one 8-byte column instead of 12 bytes.
+    pub loc: Vec<u64>,
     pub raw: Raw,
 }
+
+/// Bits of a record length in [`Events::loc`]; offsets get the other 40 (1 TiB).
+pub const LOC_LEN_BITS: u32 = 24;
+/// The largest record offset [`Events::loc`] holds, plus one.
+pub const LOC_MAX_OFF: u64 = 1 << (64 - LOC_LEN_BITS);
+const LOC_LEN_MASK: u64 = (1 << LOC_LEN_BITS) - 1;
 
 impl Events {
     pub fn len(&self) -> usize {
@@ -160,11 +166,36 @@ impl Events {
     pub fn is_empty(&self) -> bool {
         self.ts.is_empty()
     }
+    /// Packs a record's offset in `raw` and its length (below 2^24) into a `loc` entry.
+    #[inline(always)]
+    pub fn loc(off: usize, len: usize) -> u64 {
+        debug_assert!((len as u64) <= LOC_LEN_MASK && (off as u64) < LOC_MAX_OFF);
+        ((off as u64) << LOC_LEN_BITS) | len as u64
+    }
+    /// Offset in `raw` of event `i`'s record.
+    #[inline]
+    pub fn off(&self, i: usize) -> usize {
+        (self.loc[i] >> LOC_LEN_BITS) as usize
+    }
+    /// Length of event `i`'s record.
+    #[inline]
+    pub fn rec_len(&self, i: usize) -> usize {
+        (self.loc[i] & LOC_LEN_MASK) as usize
+    }
+    /// Appends an event whose record is `raw[off .. off + len]`.
+    pub fn push(&mut self, ts: u64, cpu: u16, pid: i32, id: u16, off: usize, len: usize) {
+        self.ts.push(ts);
+        self.cpu.push(cpu);
+        self.pid.push(pid);
+        self.id.push(id);
+        self.loc.push(Events::loc(off, len));
+    }
     /// The record bytes of event `i`.
     #[inline]
     pub fn record(&self, i: usize) -> &[u8] {
-        let o = self.off[i] as usize;
-        &self.raw[o..o + self.len[i] as usize]
+        let l = self.loc[i];
+        let o = (l >> LOC_LEN_BITS) as usize;
+        &self.raw[o..o + (l & LOC_LEN_MASK) as usize]
     }
 }
 

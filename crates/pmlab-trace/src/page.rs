@@ -156,14 +156,12 @@ pub struct Record {
 /// `data` is the page's committed data; `pos` and `ts` carry the walk state.
 /// Returns (ts, payload offset in `data`, payload length, record started at data offset 0).
 #[inline(always)]
-fn next_in_page(
-    layout: &PageLayout,
+fn next_in_page<const BIG: bool>(
     data: &[u8],
     pos: &mut usize,
     ts: &mut u64,
 ) -> Result<Option<(u64, usize, u32, bool)>, Malformed> {
     let size = data.len();
-    let big = layout.endian == Endian::Big;
     while *pos < size {
         let p = *pos;
         if p + 4 > size {
@@ -171,8 +169,8 @@ fn next_in_page(
                 "corrupt page: record header at {p} crosses the commit end {size}"
             )));
         }
-        let w = layout.u32_at(data, p);
-        let (type_len, delta) = if big {
+        let w = word::<BIG>(data, p);
+        let (type_len, delta) = if BIG {
             (w >> 27, w & COMMIT_MASK as u32)
         } else {
             (w & 31, w >> 5)
@@ -196,7 +194,7 @@ fn next_in_page(
                         "corrupt page: record at {p} crosses the commit end {size}"
                     )));
                 }
-                let raw = layout.u32_at(data, p + 4);
+                let raw = word::<BIG>(data, p + 4);
                 if raw < 4 {
                     return Err(Malformed(format!(
                         "corrupt page: record at {p} has length {raw}"
@@ -219,7 +217,7 @@ fn next_in_page(
                     *pos = size;
                     break;
                 }
-                let len = layout.u32_at(data, p + 4) as usize;
+                let len = word::<BIG>(data, p + 4) as usize;
                 if len == 0 {
                     // A null padding event: nothing more on this page.
                     *pos = size;
@@ -234,7 +232,7 @@ fn next_in_page(
                         "corrupt page: time record at {p} crosses the commit end {size}"
                     )));
                 }
-                let ext = ((layout.u32_at(data, p + 4) as u64) << 27) + delta as u64;
+                let ext = ((word::<BIG>(data, p + 4) as u64) << 27) + delta as u64;
                 *ts = if type_len == TYPE_TIME_STAMP {
                     ext | (*ts & TS_MSB)
                 } else {
@@ -245,6 +243,17 @@ fn next_in_page(
         }
     }
     Ok(None)
+}
+
+/// The u32 at `o`, in the byte order `BIG` says.
+#[inline(always)]
+fn word<const BIG: bool>(b: &[u8], o: usize) -> u32 {
+    let a: [u8; 4] = b[o..o + 4].try_into().unwrap();
+    if BIG {
+        u32::from_be_bytes(a)
+    } else {
+        u32::from_le_bytes(a)
+    }
 }
 
 /// Call `f` with every data record of `page`, in page order. Returns the header.
@@ -259,7 +268,16 @@ pub fn for_each_record<F: FnMut(Record)>(
     let data = &page[d..d + header.commit as usize];
     let mut ts = header.timestamp;
     let mut pos = 0usize;
-    while let Some((t, off, len, at_page_start)) = next_in_page(layout, data, &mut pos, &mut ts)? {
+    let big = layout.endian == Endian::Big;
+    loop {
+        let next = if big {
+            next_in_page::<true>(data, &mut pos, &mut ts)?
+        } else {
+            next_in_page::<false>(data, &mut pos, &mut ts)?
+        };
+        let Some((t, off, len, at_page_start)) = next else {
+            break;
+        };
         f(Record {
             ts: t,
             offset: (d + off) as u32,
@@ -329,7 +347,19 @@ impl<'a> PageCursor<'a> {
     /// says why). No Result on this hot path: a small Option stays in registers.
     #[inline(always)]
     pub fn next_record(&mut self) -> Option<CursorRecord> {
-        match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
+        if self.layout.endian == Endian::Big {
+            self.next_record_as::<true>()
+        } else {
+            self.next_record_as::<false>()
+        }
+    }
+
+    /// [`PageCursor::next_record`] for data in the byte order `BIG` says, which must be
+    /// the layout's: a loop that knows it has no endian test per record.
+    #[inline(always)]
+    pub fn next_record_as<const BIG: bool>(&mut self) -> Option<CursorRecord> {
+        debug_assert_eq!(BIG, self.layout.endian == Endian::Big);
+        match next_in_page::<BIG>(self.page_data, &mut self.pos, &mut self.ts) {
             Ok(Some((ts, off, len, _))) => Some(CursorRecord {
                 ts,
                 offset: self.data_start + off,
@@ -394,7 +424,12 @@ impl<'a> PageCursor<'a> {
             self.page_data = &page[d..d + h.commit as usize];
             self.pos = 0;
             self.ts = h.timestamp;
-            match next_in_page(&self.layout, self.page_data, &mut self.pos, &mut self.ts) {
+            let next = if self.layout.endian == Endian::Big {
+                next_in_page::<true>(self.page_data, &mut self.pos, &mut self.ts)
+            } else {
+                next_in_page::<false>(self.page_data, &mut self.pos, &mut self.ts)
+            };
+            match next {
                 Ok(Some((ts, off, len, page_start))) => {
                     let offset = self.data_start + off;
                     self.start_offset = if page_start { offset } else { usize::MAX };

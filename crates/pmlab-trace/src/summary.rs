@@ -47,20 +47,26 @@ pub struct TraceSummary {
 /// Summarize `trace`, touching every event.
 pub fn summarize(trace: &Trace) -> TraceSummary {
     let ev = &trace.events;
-    let mut by_id = vec![0u64; 1 << 16];
-    let mut per_cpu = vec![0u64; trace.cpus.max(1) as usize];
+    // Counts indexed by a u16 in arrays of 2^16: no bounds checks.
+    let mut by_id: Box<[u64; 1 << 16]> = vec![0u64; 1 << 16].try_into().unwrap();
+    let mut by_cpu: Box<[u64; 1 << 16]> = vec![0u64; 1 << 16].try_into().unwrap();
+    for (&id, &cpu) in ev.id.iter().zip(ev.cpu.iter()) {
+        by_id[id as usize] += 1;
+        by_cpu[cpu as usize] += 1;
+    }
+    let per_cpu: Vec<u64> = (0..trace.cpus.max(1) as usize)
+        .map(|c| by_cpu.get(c).copied().unwrap_or(0))
+        .collect();
+    // The timestamps in a separate pass, which vectorizes.
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut out_of_order = 0u64;
-    let mut prev = 0u64;
-    for ((&ts, &id), &cpu) in ev.ts.iter().zip(ev.id.iter()).zip(ev.cpu.iter()) {
-        by_id[id as usize] += 1;
-        if let Some(c) = per_cpu.get_mut(cpu as usize) {
-            *c += 1;
+    if let Some(&t0) = ev.ts.first() {
+        (first, last) = (t0, t0);
+        for (&prev, &ts) in ev.ts.iter().zip(&ev.ts[1..]) {
+            first = first.min(ts);
+            last = last.max(ts);
+            out_of_order += (ts < prev) as u64;
         }
-        first = first.min(ts);
-        last = last.max(ts);
-        out_of_order += (ts < prev) as u64;
-        prev = ts;
     }
     let mut by_event = Vec::new();
     let mut unknown_events = 0;

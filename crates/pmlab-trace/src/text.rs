@@ -106,7 +106,8 @@ fn parse_ts(t: &str) -> Option<u64> {
 fn parse_line(l: &str) -> Option<Line<'_>> {
     let open = l.find(" [")? + 1;
     let close = open + l[open..].find(']')?;
-    let cpu: u32 = l[open + 1..close].trim().parse().ok()?;
+    // Columns hold CPU numbers as u16.
+    let cpu = u32::from(l[open + 1..close].trim().parse::<u16>().ok()?);
     let mut task = l[..open].trim_end();
     if task.ends_with(')') {
         // the optional TGID column: `comm-pid (tgid)`
@@ -445,8 +446,7 @@ fn build(
         cpu: Vec::with_capacity(n),
         pid: Vec::with_capacity(n),
         id: Vec::with_capacity(n),
-        off: Vec::with_capacity(n),
-        len: Vec::with_capacity(n),
+        loc: Vec::with_capacity(n),
         raw: Default::default(),
     };
     let mut raw: Vec<u8> = Vec::new();
@@ -502,12 +502,7 @@ fn build(
             }
         }
         raw.extend_from_slice(&dynamic);
-        ev.ts.push(l.ts);
-        ev.cpu.push(l.cpu);
-        ev.pid.push(l.pid);
-        ev.id.push(s.id);
-        ev.off.push(start as u64);
-        ev.len.push((raw.len() - start) as u32);
+        ev.push(l.ts, l.cpu as u16, l.pid, s.id, start, raw.len() - start);
         max_cpu = max_cpu.max(l.cpu);
         if l.comm != "<...>" && !l.comm.is_empty() {
             cmdlines.entry(l.pid).or_insert_with(|| l.comm.to_string());
