@@ -230,7 +230,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
         .collect();
     let mut text = if idle_all >= 50.0 {
         format!(
-            "On an idle system the CPUs are idle {}% of the time ({})",
+            "On an idle system the CPUs are idle {}% of the time ({}; kernel counters)",
             fmt_short(idle_all),
             per_cpu.join(", ")
         )
@@ -264,8 +264,16 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
     if let Some(t) = super::traced::analyze(e, w) {
         if let Some(i) = &t.idle {
             overlap = Some(i.all_idle_share * 100.0);
+            // The trace's own per-CPU shares, so that the overlap is read against numbers from
+            // the same source (the counters above have tick resolution).
+            let traced: Vec<String> = i
+                .cpus
+                .iter()
+                .map(|c| format!("cpu{} {}%", c.cpu, fmt_short(c.share * 100.0)))
+                .collect();
             text.push_str(&format!(
-                "; all CPUs were idle at once {}% of the time",
+                "; in the trace the CPUs are idle {} and all of them at once {}% of the time",
+                traced.join(", "),
                 fmt_short(i.all_idle_share * 100.0)
             ));
         }
