@@ -443,7 +443,12 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
             "{orphan_exits} cpuhp_exit event(s) without their enter (the trace began mid-step) were ignored"
         ));
     }
-    let off = OffCpu::new(trace);
+    let pids: std::collections::HashSet<i32> = done.iter().map(|d| d.0.pid).collect();
+    let off = if done.is_empty() {
+        None
+    } else {
+        OffCpu::new(trace, &pids)
+    };
     let mut per_cpu: std::collections::BTreeMap<u32, Vec<(Step, i32)>> = Default::default();
     for (mut s, target, cpu) in done {
         s.on_target = s.exec_cpu == cpu;
@@ -800,7 +805,8 @@ struct OffCpu {
 }
 
 impl OffCpu {
-    fn new(trace: &Trace) -> Option<OffCpu> {
+    /// Off-CPU intervals of the tasks in `pids` (the ones that ran steps).
+    fn new(trace: &Trace, pids: &std::collections::HashSet<i32>) -> Option<OffCpu> {
         let id = trace.event_id("sched", "sched_switch")?;
         let prev = trace.field(id, "prev_pid")?;
         let next = trace.field(id, "next_pid")?;
@@ -812,10 +818,10 @@ impl OffCpu {
                 continue;
             }
             let (p, n) = (trace.i64_at(i, prev) as i32, trace.i64_at(i, next) as i32);
-            if p != 0 {
+            if p != 0 && pids.contains(&p) {
                 out_at.insert(p, ev.ts[i]);
             }
-            if n != 0 {
+            if n != 0 && pids.contains(&n) {
                 if let Some(t) = out_at.remove(&n) {
                     intervals.entry(n).or_default().push((t, ev.ts[i]));
                 }

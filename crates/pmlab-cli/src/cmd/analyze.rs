@@ -1,11 +1,12 @@
-//! `pmlab analyze`: run the trace analyses (idle, wakeups, sched, freq, energy, haltpoll,
-//! counter cross-check) over one trace file and print tables, JSON, CSV files, or the
+//! `pmlab analyze`: run the trace analyses (idle, wakeups, hotplug, sched, freq, energy,
+//! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
 use pmlab_analysis::all::{self, Extras, Section, KINDS};
 use pmlab_analysis::energy::Model;
+use pmlab_analysis::hotplug::{self, HotplugReport};
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +18,14 @@ const EXAMPLES: &str = "Examples:
   pmlab analyze polling.dat --baseline nopolling.dat --only idle,wakeups
   pmlab analyze juno.dat --energy-model plat_info.yml --only energy,freq
   pmlab analyze trace.dat --idle-states 0=POLL:0,1=C1:2,2=C1E:20 --only idle
+  pmlab analyze hp.dat --only hotplug --hotplug-states /sys/devices/system/cpu/hotplug/states
   pmlab analyze trace.dat --export out/      # one CSV and Parquet file per table
 
 Analyses: idle (residency per CPU and state, governor misses, all-CPUs-idle overlap;
 idle-task fallback where cpu_idle is missing), wakeups (idle exits/s by cause: timer
 function, IPI kind and sender callsite, device IRQ, polling wakeup without IPI; top
-waking tasks), sched (wakeup latency, run-queue waits), freq (residency per frequency),
+waking tasks), hotplug (offline/online operations split into cpuhp steps, slowest
+steps, preemption between steps), sched (wakeup latency, run-queue waits), freq (residency per frequency),
 energy (needs --energy-model: TOML or LISA plat_info.yml), haltpoll (guest_halt_poll_ns
 timeline). An analysis whose events are missing says how to record them; the others run.
 A counters sidecar FILE.counters.json ({\"before\": Snapshot, \"after\": Snapshot}) adds a
@@ -52,6 +55,10 @@ pub struct Args {
     /// Idle-state table for names and governor misses: INDEX=NAME[:TARGET_RESIDENCY_US],...
     #[arg(long, value_name = "TABLE")]
     idle_states: Option<String>,
+    /// Hotplug state table (`N: name` lines) to name hotplug steps, e.g. the recording
+    /// machine's /sys/devices/system/cpu/hotplug/states (default: callback symbols only).
+    #[arg(long, value_name = "FILE")]
+    hotplug_states: Option<PathBuf>,
     /// Write one CSV file per table into this directory.
     #[arg(long, value_name = "DIR")]
     export: Option<PathBuf>,
@@ -94,19 +101,67 @@ fn parse_states(s: &str) -> anyhow::Result<BTreeMap<u32, StateInfo>> {
     Ok(m)
 }
 
+/// What `pmlab analyze` computed for one file: the analyses of `all`, and hotplug steps.
+struct Analyzed {
+    report: all::Report,
+    hotplug: Option<all::Outcome<HotplugReport>>,
+}
+
+impl Analyzed {
+    fn sections(&self) -> Vec<Section> {
+        let mut v = self.report.sections();
+        v.extend(self.hotplug.as_ref().map(|h| h.section("hotplug")));
+        v
+    }
+    fn json(&self) -> anyhow::Result<serde_json::Value> {
+        let mut v = serde_json::to_value(&self.report)?;
+        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
+            m.insert("hotplug".into(), serde_json::to_value(h)?);
+        }
+        Ok(v)
+    }
+}
+
 fn analyze_file(
     path: &Path,
     opts: &Options,
     only: &[String],
     model: Option<&Model>,
-) -> anyhow::Result<all::Report> {
+    hotplug_states: Option<&[(u32, String)]>,
+) -> anyhow::Result<Analyzed> {
     let trace =
         pmlab_trace::open(path).with_context(|| format!("cannot read trace {}", path.display()))?;
     let extras = Extras {
         model,
         sidecar: crosscheck::load(path),
     };
-    Ok(all::run(&trace, opts, only, extras))
+    let hotplug = (only.is_empty() || only.iter().any(|o| o == "hotplug")).then(|| {
+        match hotplug::analyze(&trace, hotplug_states) {
+            Ok(r) => all::Outcome::Done(r),
+            Err(missing) => all::Outcome::Missing { missing },
+        }
+    });
+    Ok(Analyzed {
+        report: all::run(&trace, opts, only, extras),
+        hotplug,
+    })
+}
+
+/// `N: name` lines of a hotplug/states file.
+fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read hotplug states {}", path.display()))?;
+    let states: Vec<(u32, String)> = pmlab_kernel::sysinfo::hotplug_states::parse(&text)
+        .into_iter()
+        .filter_map(|s| Some((u32::try_from(s.number).ok()?, s.name)))
+        .collect();
+    if states.is_empty() {
+        bail!(
+            "{} has no `N: name` lines (expected a copy of /sys/devices/system/cpu/hotplug/states)",
+            path.display()
+        );
+    }
+    Ok(states)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -134,15 +189,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(p) => Some(Model::load(p).context("cannot use the energy model")?),
         None => None,
     };
-    let report = analyze_file(&args.file, &opts, &args.only, model.as_ref())?;
+    let hp_states = args
+        .hotplug_states
+        .as_deref()
+        .map(read_hotplug_states)
+        .transpose()?;
+    let hp = hp_states.as_deref();
+    let analyzed = analyze_file(&args.file, &opts, &args.only, model.as_ref(), hp)?;
     let base = match &args.baseline {
-        Some(b) => Some(analyze_file(b, &opts, &args.only, model.as_ref())?),
+        Some(b) => Some(analyze_file(b, &opts, &args.only, model.as_ref(), hp)?),
         None => None,
     };
-    let mut sections = report.sections();
-    if args.only.iter().any(|o| o == "hotplug") || args.only.is_empty() {
-        sections.push(hotplug_section());
-    }
+    let sections = analyzed.sections();
+    let report = &analyzed.report;
     let diffs: Vec<(String, Vec<Table>)> = match &base {
         Some(b) => {
             let bs = b.sections();
@@ -177,9 +236,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         let v = match &base {
             Some(b) => {
-                serde_json::json!({ "report": report, "baseline": b, "diff": diffs.iter().flat_map(|d| d.1.clone()).collect::<Vec<_>>() })
+                serde_json::json!({ "report": analyzed.json()?, "baseline": b.json()?, "diff": diffs.iter().flat_map(|d| d.1.clone()).collect::<Vec<_>>() })
             }
-            None => serde_json::to_value(&report)?,
+            None => analyzed.json()?,
         };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -202,16 +261,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("no analysis could run on {}", args.file.display());
     }
     Ok(())
-}
-
-/// The hotplug analysis lives in `pmlab_analysis::hotplug` (another helper's module).
-fn hotplug_section() -> Section {
-    Section {
-        name: "hotplug".into(),
-        tables: vec![],
-        notes: vec![],
-        problem: Some("hotplug: the hotplug step analysis is not part of this build".into()),
-    }
 }
 
 fn print_section(s: &Section, diff: Option<&Vec<Table>>, all_rows: bool) {

@@ -511,3 +511,68 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
         eprintln!("haltpoll restored to {}", v.trim());
     }
 }
+
+/// Puts cpu1 back online however the test ends.
+struct Cpu1Back;
+
+impl Drop for Cpu1Back {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/sys/devices/system/cpu/cpu1/online", "1");
+    }
+}
+
+#[test]
+fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
+    assert!(
+        is_root(),
+        "the hotplug recording test needs root (the project's machines run it as root)"
+    );
+    let _back = Cpu1Back;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hotplug10.dat");
+    let o = "/sys/devices/system/cpu/cpu1/online";
+    pmlab()
+        .args(["record", "-e", "cpuhp", "-e", "sched:sched_switch", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "for i in 1 2 3 4 5 6 7 8 9 10; do echo 0 > {o} && echo 1 > {o} || exit 1; done"
+        ))
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(o).unwrap().trim(), "1");
+    let v = json(&[
+        file.to_str().unwrap(),
+        "--only",
+        "hotplug",
+        "--hotplug-states",
+        "/sys/devices/system/cpu/hotplug/states",
+    ]);
+    let ops = v["hotplug"]["operations"].as_array().unwrap();
+    let count = |d: &str| ops.iter().filter(|op| op["direction"] == d).count();
+    assert_eq!((count("offline"), count("online")), (10, 10), "{ops:?}");
+    for op in ops {
+        let (sum, preempted, span) = (
+            op["steps_sum_ns"].as_f64().unwrap(),
+            op["preempted_ns"].as_f64().unwrap(),
+            op["span_ns"].as_f64().unwrap(),
+        );
+        assert!(
+            ((sum + preempted) / span - 1.0).abs() <= 0.02,
+            "steps {sum} + preempted {preempted} vs span {span}"
+        );
+    }
+    // Steps are named from hotplug/states; sched_cpu_deactivate is among the slowest offline ones.
+    let slow: Vec<&Value> = v["hotplug"]["slowest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["direction"] == "offline")
+        .take(5)
+        .collect();
+    assert!(
+        slow.iter()
+            .any(|s| s["callback"] == "sched_cpu_deactivate" && s["name"] == "sched:active"),
+        "{slow:?}"
+    );
+}
