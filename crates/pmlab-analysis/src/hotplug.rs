@@ -88,6 +88,9 @@ pub struct Operation {
     /// Time the control task was switched out between its top-level steps (preempted, so
     /// no step ran for it); None without `sched_switch`.
     pub preempted_ns: Option<u64>,
+    /// Time the control CPU spent in interrupts and softirqs between top-level steps; None
+    /// without `irq`/`irq_vectors` entry and exit events.
+    pub interrupted_ns: Option<u64>,
     /// Exclusive time of steps on the control CPU and on the target.
     pub control_ns: u64,
     pub target_ns: u64,
@@ -104,12 +107,14 @@ pub struct Operation {
 }
 
 impl Operation {
-    /// Share of the span accounted for: steps plus the control task's preemption between them.
+    /// Share of the span accounted for: steps, plus the control task's preemption and the
+    /// control CPU's interrupts between them.
     pub fn accounted(&self) -> f64 {
         if self.span_ns == 0 {
             return 1.0;
         }
-        (self.steps_sum_ns + self.preempted_ns.unwrap_or(0)) as f64 / self.span_ns as f64
+        let between = self.preempted_ns.unwrap_or(0) + self.interrupted_ns.unwrap_or(0);
+        (self.steps_sum_ns + between) as f64 / self.span_ns as f64
     }
     /// The step with the most exclusive time.
     pub fn slowest(&self) -> Option<&Step> {
@@ -208,7 +213,7 @@ pub fn analyze(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Hotplu
     for (cpu, steps) in ex.per_cpu {
         ops.extend(infer_operations(cpu, steps));
     }
-    fill_preempted(&mut ops, ex.off.as_ref());
+    fill_between(&mut ops, ex.off.as_ref(), ex.irqs.as_ref());
     Ok(finish(ops, ex.notes))
 }
 
@@ -256,32 +261,100 @@ pub fn analyze_windows(
             ops.push(operation(w.cpu, Some(w.direction), g));
         }
     }
-    fill_preempted(&mut ops, ex.off.as_ref());
+    fill_between(&mut ops, ex.off.as_ref(), ex.irqs.as_ref());
     let report = finish_ordered(ops, ex.notes);
     Ok((report, index))
 }
 
-/// Each operation's `preempted_ns`: the control task's off-CPU time in the gaps between its
-/// top-level steps (time in the span that no step accounts for because the task waited).
-fn fill_preempted(ops: &mut [Operation], off: Option<&OffCpu>) {
-    let Some(off) = off else { return };
+/// Each operation's time between its top-level steps that no step accounts for:
+/// `preempted_ns`, the control task's off-CPU time, and `interrupted_ns`, the control CPU's
+/// time in interrupts and softirqs (the CPU of the step before the gap).
+fn fill_between(ops: &mut [Operation], off: Option<&OffCpu>, irqs: Option<&Interrupts>) {
     for op in ops {
-        let mut tops: Vec<(u64, u64)> = op
+        let mut tops: Vec<(u64, u64, u32)> = op
             .steps
             .iter()
             .filter(|s| s.depth == 0)
-            .map(|s| (s.start_ns, s.end_ns()))
+            .map(|s| (s.start_ns, s.end_ns(), s.exec_cpu))
             .collect();
         tops.sort_unstable();
-        let mut preempted = 0;
+        let (mut preempted, mut interrupted) = (0, 0);
         let mut covered_to = op.start_ns;
-        for (start, end) in tops {
+        let mut cpu = tops.first().map_or(0, |t| t.2);
+        for (start, end, exec_cpu) in tops {
             if start > covered_to {
-                preempted += off.during(op.control_pid, covered_to, start);
+                if let Some(off) = off {
+                    preempted += off.during(op.control_pid, covered_to, start);
+                }
+                if let Some(irqs) = irqs {
+                    interrupted += irqs.during(cpu, covered_to, start);
+                }
             }
             covered_to = covered_to.max(end);
+            cpu = exec_cpu;
         }
-        op.preempted_ns = Some(preempted);
+        op.preempted_ns = off.map(|_| preempted);
+        op.interrupted_ns = irqs.map(|_| interrupted);
+    }
+}
+
+/// Per CPU, the intervals spent in hard interrupts (`irq_vectors:*_entry`/`*_exit`,
+/// `irq_handler_entry`/`exit`) and softirqs (`softirq_entry`/`exit`), nested ones merged.
+struct Interrupts {
+    by_cpu: HashMap<u32, Vec<(u64, u64)>>,
+}
+
+impl Interrupts {
+    fn new(trace: &Trace) -> Option<Interrupts> {
+        // +1 for an entry event, -1 for an exit event, by event id.
+        let mut delta: HashMap<u16, i32> = HashMap::new();
+        for f in trace.formats.values() {
+            let d = match (f.system.as_str(), f.name.as_str()) {
+                ("irq", "irq_handler_entry" | "softirq_entry") => 1,
+                ("irq", "irq_handler_exit" | "softirq_exit") => -1,
+                ("irq_vectors", n) if n.ends_with("_entry") => 1,
+                ("irq_vectors", n) if n.ends_with("_exit") => -1,
+                _ => continue,
+            };
+            delta.insert(f.id, d);
+        }
+        if !delta.values().any(|&d| d < 0) {
+            return None;
+        }
+        let mut depth: HashMap<u32, (i32, u64)> = HashMap::new();
+        let mut by_cpu: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        let ev = &trace.events;
+        for i in 0..ev.len() {
+            let Some(&d) = delta.get(&ev.id[i]) else {
+                continue;
+            };
+            let cpu = u32::from(ev.cpu[i]);
+            let (level, since) = depth.entry(cpu).or_insert((0, 0));
+            if d > 0 {
+                if *level == 0 {
+                    *since = ev.ts[i];
+                }
+                *level += 1;
+            } else if *level > 0 {
+                *level -= 1;
+                if *level == 0 {
+                    by_cpu.entry(cpu).or_default().push((*since, ev.ts[i]));
+                }
+            }
+        }
+        Some(Interrupts { by_cpu })
+    }
+
+    fn during(&self, cpu: u32, start: u64, end: u64) -> u64 {
+        let Some(v) = self.by_cpu.get(&cpu) else {
+            return 0;
+        };
+        let first = v.partition_point(|&(_, b)| b <= start);
+        v[first..]
+            .iter()
+            .take_while(|&&(a, _)| a < end)
+            .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+            .sum()
     }
 }
 
@@ -289,6 +362,7 @@ struct Extracted {
     per_cpu: std::collections::BTreeMap<u32, Vec<Step>>,
     notes: Vec<String>,
     off: Option<OffCpu>,
+    irqs: Option<Interrupts>,
 }
 
 struct Fields {
@@ -444,6 +518,7 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
         ));
     }
     let pids: std::collections::HashSet<i32> = done.iter().map(|d| d.0.pid).collect();
+    let done_any = !done.is_empty();
     let off = if done.is_empty() {
         None
     } else {
@@ -459,10 +534,16 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
         per_cpu.entry(cpu).or_default().push((s, target));
     }
     let per_cpu = per_cpu.into_iter().map(|(cpu, v)| (cpu, nest(v))).collect();
+    let irqs = if done_any {
+        Interrupts::new(trace)
+    } else {
+        None
+    };
     Ok(Extracted {
         per_cpu,
         notes,
         off,
+        irqs,
     })
 }
 
@@ -580,6 +661,7 @@ fn operation(cpu: u32, direction: Option<Direction>, mut steps: Vec<Step>) -> Op
             steps_sum_ns as f64 / span_ns as f64
         },
         preempted_ns: None,
+        interrupted_ns: None,
         control_ns: sum(&|s| !s.on_target),
         target_ns: sum(&|s| s.on_target),
         arch_ns: sum(&|s| s.arch),
@@ -624,6 +706,14 @@ fn finish_ordered(ops: Vec<Operation>, mut notes: Vec<String>) -> HotplugReport 
                 preempted.len(),
                 dir.as_str(),
                 preempted.iter().sum::<u64>() as f64 / 1e6
+            ));
+        }
+        let interrupted: u64 = mine.iter().filter_map(|o| o.interrupted_ns).sum();
+        if interrupted > 0 {
+            notes.push(format!(
+                "{} operations: the control CPU spent {:.3} ms in interrupts and softirqs between steps (counted as time accounted for, not as a step)",
+                dir.as_str(),
+                interrupted as f64 / 1e6
             ));
         }
         summary.push(DirectionSummary {
@@ -1168,6 +1258,48 @@ mod tests {
         b.online(0, 9);
         let r = analyze(&b.t, None).unwrap();
         assert_eq!(r.operations[0].preempted_ns, None);
+    }
+
+    #[test]
+    fn interrupts_between_steps_are_accounted_for_on_the_control_cpu() {
+        let mut b = B::new(true);
+        for f in [
+            fmt(
+                "local_timer_entry",
+                400,
+                "\tfield:int vector;\toffset:8;\tsize:4;\tsigned:1;\n",
+            ),
+            fmt(
+                "local_timer_exit",
+                401,
+                "\tfield:int vector;\toffset:8;\tsize:4;\tsigned:1;\n",
+            ),
+        ] {
+            let mut f = f;
+            f.system = "irq_vectors".into();
+            b.t.formats.insert(f.id, f);
+        }
+        b.enter(100, 0, 9, 1, 236, 1, 0x6000);
+        b.exit(200, 0, 9, 1, 1, 0);
+        // 250 ns of timer interrupt on cpu0 in the gap; one on cpu1 does not count.
+        b.push(300, 0, 9, 400, &[0; 4]);
+        b.push(310, 1, 0, 400, &[0; 4]);
+        b.push(550, 0, 9, 401, &[0; 4]);
+        b.push(560, 1, 0, 401, &[0; 4]);
+        b.enter(600, 0, 9, 1, 236, 40, 0x9000);
+        b.exit(700, 0, 9, 1, 40, 0);
+        let r = analyze(&b.t, None).unwrap();
+        let op = &r.operations[0];
+        assert_eq!(op.interrupted_ns, Some(250));
+        assert_eq!(op.preempted_ns, Some(0));
+        assert!((op.accounted() - 450.0 / 600.0).abs() < 1e-12);
+        // Without the events nothing is known.
+        let mut b = B::new(false);
+        b.online(0, 9);
+        assert_eq!(
+            analyze(&b.t, None).unwrap().operations[0].interrupted_ns,
+            None
+        );
     }
 
     #[test]

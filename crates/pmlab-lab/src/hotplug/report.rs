@@ -131,6 +131,8 @@ pub struct TraceCheck {
     /// Operations whose writing task was preempted between steps, and for how long in all.
     pub preempted_ops: usize,
     pub preempted_ms: f64,
+    /// Interrupt time on the control CPU between steps, in all.
+    pub interrupted_ms: f64,
     /// Median of wall − span: syscall entry, locks and work-queueing outside the steps.
     pub outside_steps_p50_ms: f64,
 }
@@ -349,6 +351,7 @@ impl HotplugReport {
                 max_coverage: cov.iter().copied().fold(f64::NAN, f64::max),
                 preempted_ops: traced.iter().filter(|(_, t)| t.preempted_ns > 0).count(),
                 preempted_ms: ms(traced.iter().map(|(_, t)| t.preempted_ns).sum::<u64>() as f64),
+                interrupted_ms: ms(traced.iter().map(|(_, t)| t.interrupted_ns).sum::<u64>() as f64),
                 outside_steps_p50_ms: ms(quantile(&outside, 0.5)),
             })
         } else {
@@ -496,7 +499,7 @@ impl HotplugReport {
         if let Some(c) = &self.trace_check {
             out += &format!(
                 "Trace check: {}/{} traced operations have steps summing to within {:.0}% of their span \
-                 (coverage {:.3}–{:.3}){}; median time outside the steps (wall − span) {} ms{}\n",
+                 (coverage {:.3}–{:.3}){}{}; median time outside the steps (wall − span) {} ms{}\n",
                 c.within_tolerance,
                 c.traced_ops,
                 100.0 * c.tolerance,
@@ -507,6 +510,14 @@ impl HotplugReport {
                         ", counting {} ms in {} operation(s) where the writing task was preempted between steps",
                         f2(c.preempted_ms),
                         c.preempted_ops
+                    )
+                } else {
+                    String::new()
+                },
+                if c.interrupted_ms > 0.0 {
+                    format!(
+                        ", and {} ms of interrupts on the control CPU between steps",
+                        f2(c.interrupted_ms)
                     )
                 } else {
                     String::new()

@@ -42,6 +42,8 @@ pub struct OpTrace {
     pub arch_ns: u64,
     /// Time the writing task was preempted between top-level steps (0 when not traced).
     pub preempted_ns: u64,
+    /// Time the control CPU was in interrupts between top-level steps (0 when not traced).
+    pub interrupted_ns: u64,
     pub first_ns: u64,
     pub last_ns: u64,
     pub steps: Vec<StepTime>,
@@ -70,6 +72,7 @@ impl OpTrace {
             .collect();
         OpTrace {
             preempted_ns: op.preempted_ns.unwrap_or(0),
+            interrupted_ns: op.interrupted_ns.unwrap_or(0),
             ..OpTrace::new(op.start_ns, op.end_ns, steps)
         }
     }
@@ -86,6 +89,7 @@ impl OpTrace {
             steps_sum_ns,
             arch_ns,
             preempted_ns: 0,
+            interrupted_ns: 0,
             first_ns,
             last_ns,
             steps,
@@ -101,13 +105,14 @@ impl OpTrace {
         }
     }
 
-    /// (steps_sum + preempted) / span: the span accounted for by steps and by preemption of
-    /// the writing task between them.
+    /// (steps_sum + preempted + interrupted) / span: the span accounted for by steps, and by
+    /// preemption of the writing task and interrupts on its CPU between them.
     pub fn accounted(&self) -> f64 {
         if self.span_ns == 0 {
             1.0
         } else {
-            (self.steps_sum_ns + self.preempted_ns) as f64 / self.span_ns as f64
+            (self.steps_sum_ns + self.preempted_ns + self.interrupted_ns) as f64
+                / self.span_ns as f64
         }
     }
 

@@ -47,7 +47,18 @@ impl LabTracer {
             .collect();
         let opts = RecordOptions {
             reader_cpus: (!others.is_empty()).then_some(others),
-            events: vec!["cpuhp".into(), "sched:sched_switch".into()],
+            // Interrupt entries and exits account for time between steps.
+            events: [
+                "cpuhp",
+                "sched:sched_switch",
+                "irq:irq_handler_entry",
+                "irq:irq_handler_exit",
+                "irq:softirq_entry",
+                "irq:softirq_exit",
+                "irq_vectors",
+            ]
+            .map(String::from)
+            .to_vec(),
             buffer_kb: Some(4096),
             output: dir.join("hotplug.dat"),
             ..RecordOptions::default()
