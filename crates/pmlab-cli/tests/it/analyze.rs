@@ -2,7 +2,9 @@
 //! independent computation over `trace-cmd report`, energy models (good and malformed),
 //! missing events, export and baseline, and real recordings of the pipe workload here.
 
-use crate::util::{cpuidle_driver, fixtures, is_root, pmlab};
+use crate::util::{
+    assert_steps_cover_span, cpuidle_driver, fixtures, is_root, pmlab, Cpu1Online, CPU1_ONLINE,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -512,25 +514,16 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
     }
 }
 
-/// Puts cpu1 back online however the test ends.
-struct Cpu1Back;
-
-impl Drop for Cpu1Back {
-    fn drop(&mut self) {
-        let _ = std::fs::write("/sys/devices/system/cpu/cpu1/online", "1");
-    }
-}
-
 #[test]
 fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
     assert!(
         is_root(),
         "the hotplug recording test needs root (the project's machines run it as root)"
     );
-    let _back = Cpu1Back;
+    let _back = Cpu1Online;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hotplug10.dat");
-    let o = "/sys/devices/system/cpu/cpu1/online";
+    let o = CPU1_ONLINE;
     pmlab()
         .args([
             "record",
@@ -567,15 +560,7 @@ fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
     let count = |d: &str| ops.iter().filter(|op| op["direction"] == d).count();
     assert_eq!((count("offline"), count("online")), (10, 10), "{ops:?}");
     for op in ops {
-        let (sum, between, span) = (
-            op["steps_sum_ns"].as_f64().unwrap(),
-            op["preempted_ns"].as_f64().unwrap() + op["interrupted_ns"].as_f64().unwrap(),
-            op["span_ns"].as_f64().unwrap(),
-        );
-        assert!(
-            ((sum + between) / span - 1.0).abs() <= 0.02,
-            "steps {sum} + preempted/interrupted {between} vs span {span}"
-        );
+        assert_steps_cover_span(op);
     }
     // Steps are named from hotplug/states; sched_cpu_deactivate is among the slowest offline ones.
     let slow: Vec<&Value> = v["hotplug"]["slowest"]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{is_root, pmlab};
+use crate::util::{assert_steps_cover_span, is_root, pmlab};
 
 const CPU1: &str = "/sys/devices/system/cpu/cpu1";
 
@@ -131,22 +131,17 @@ fn cycles_under_load_print_tables_with_steps_that_sum_to_the_span() {
         // The steps lie within the wall time.
         assert!(row["span_p50_ms"].as_f64().unwrap() <= max, "{row}");
     }
-    // Per operation, the steps' exclusive times add up to the traced span, with the time the
-    // writing task was preempted between steps (CPU contention) named separately.
+    // Per operation, the steps' exclusive times add up to the traced span, with the writing
+    // task's preemption and its CPU's interrupts between steps named separately.
     let ops = r["operations"].as_array().unwrap();
     assert_eq!(ops.len(), 24);
     for op in ops {
         let t = &op["trace"];
-        let (sum, between, span) = (
-            t["steps_sum_ns"].as_f64().unwrap(),
-            t["preempted_ns"].as_f64().unwrap() + t["interrupted_ns"].as_f64().unwrap(),
-            t["span_ns"].as_f64().unwrap(),
-        );
+        assert_steps_cover_span(t);
         assert!(
-            ((sum + between) / span - 1.0).abs() <= 0.02,
-            "steps {sum} + preempted/interrupted {between} vs span {span}: {op}"
+            op["wall_ns"].as_f64().unwrap() >= t["span_ns"].as_f64().unwrap(),
+            "{op}"
         );
-        assert!(op["wall_ns"].as_f64().unwrap() >= span, "{op}");
     }
     // The down path runs sched_cpu_deactivate on the target; the up path kicks the AP.
     let callbacks: Vec<&str> = ops

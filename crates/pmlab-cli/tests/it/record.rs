@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::trace::{assert_dump_matches_trace_cmd, convert_v7, trace_cmd_report};
-use crate::util::{is_root, pmlab};
+use crate::util::{is_root, pmlab, Cpu1Online, CPU1_ONLINE};
 
 /// The recording tests share the machine's tracefs and CPUs: one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -22,7 +22,6 @@ fn machine() -> std::sync::MutexGuard<'static, ()> {
 }
 
 const HALTPOLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
-const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
 
 fn tracefs_mount() -> Option<PathBuf> {
     let m = std::fs::read_to_string("/proc/mounts").ok()?;
@@ -132,24 +131,6 @@ impl Drop for HaltpollGuard {
     fn drop(&mut self) {
         if let Some(v) = &self.0 {
             let _ = std::fs::write(HALTPOLL_NS, v.trim());
-        }
-    }
-}
-
-/// Brings cpu1 back online on drop, whatever happened.
-struct Cpu1Online;
-
-impl Drop for Cpu1Online {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::read_to_string(CPU1_ONLINE)
-                .map(|s| s.trim() == "1")
-                .unwrap_or(true)
-            {
-                return;
-            }
-            let _ = std::fs::write(CPU1_ONLINE, "1");
-            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
