@@ -58,6 +58,11 @@ impl<T: Tabular> Outcome<T> {
     }
 }
 
+/// The value of a finished scoped thread; its panic goes on in this thread.
+pub fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 fn outcome<T>(r: Result<T, Missing>) -> Outcome<T> {
     match r {
         Ok(v) => Outcome::Done(v),
@@ -118,31 +123,35 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
     };
     let needs_periods =
         want("idle") || want("wakeups") || want("energy") || extras.sidecar.is_some();
-    let periods = if needs_periods {
-        Some(idle::periods(trace, opts))
-    } else {
-        None
-    };
-    // The idle report serves the idle section and the counters cross-check only.
-    let idle_rep = periods
-        .as_ref()
-        .filter(|_| want("idle") || extras.sidecar.is_some())
-        .map(|p| match p {
-            Ok(p) => Ok(idle::report(trace, opts, p)),
-            Err(m) => Err(m.clone()),
+    let wants_idle_rep = want("idle") || extras.sidecar.is_some();
+    // Two threads: the idle periods and what needs them on one, the others on another.
+    let (periods, idle_rep, wake, sched) = std::thread::scope(|sc| {
+        let sched = sc.spawn(|| want("sched").then(|| sched::analyze(trace, opts)));
+        let periods = needs_periods.then(|| idle::periods(trace, opts));
+        let (idle_rep, wake) = std::thread::scope(|sc| {
+            // The idle report serves the idle section and the counters cross-check only.
+            let idle_rep = sc.spawn(|| {
+                periods
+                    .as_ref()
+                    .filter(|_| wants_idle_rep)
+                    .map(|p| match p {
+                        Ok(p) => Ok(idle::report(trace, opts, p)),
+                        Err(m) => Err(m.clone()),
+                    })
+            });
+            let wake = want("wakeups").then(|| match periods.as_ref().expect("computed") {
+                Ok(p) => wakeups::analyze_with(trace, opts, p),
+                Err(_) => wakeups::analyze(trace, opts),
+            });
+            (joined(idle_rep), wake)
         });
+        (periods, idle_rep, wake, joined(sched))
+    });
     if want("idle") {
         r.idle = idle_rep.clone().map(outcome);
     }
-    if want("wakeups") {
-        r.wakeups = Some(outcome(match periods.as_ref().expect("computed") {
-            Ok(p) => wakeups::analyze_with(trace, opts, p),
-            Err(_) => wakeups::analyze(trace, opts),
-        }));
-    }
-    if want("sched") {
-        r.sched = Some(outcome(sched::analyze(trace, opts)));
-    }
+    r.wakeups = wake.map(outcome);
+    r.sched = sched.map(outcome);
     if want("freq") {
         r.freq = Some(outcome(freq::analyze(trace, opts)));
     }

@@ -430,7 +430,12 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
     let mut done: Vec<(Step, i32, u32)> = Vec::new();
     let mut orphan_exits = 0usize;
     let mut cache: HashMap<u64, String> = HashMap::new();
-    for i in 0..ev.len() {
+    // Most traces have the formats but no cpuhp event: skip the walk (a vectorized search).
+    let any = ev
+        .id
+        .iter()
+        .any(|&id| id == enter || id == exit || Some(id) == multi);
+    for i in (0..ev.len()).filter(|_| any) {
         let id = ev.id[i];
         let task = (
             ev.pid[i],

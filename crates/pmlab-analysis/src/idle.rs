@@ -14,6 +14,8 @@ pub const IDLE_TASK: u32 = u32::MAX;
 /// The state of a `cpu_idle` exit seen without its enter (idle since before the trace began).
 pub const UNKNOWN_STATE: u32 = u32::MAX - 1;
 const EXIT: u64 = 0xffff_ffff;
+/// How many events ahead the loops ask for records ([`pmlab_trace::Events::prefetch`]).
+pub(crate) const PREFETCH: usize = 16;
 
 /// One idle period of one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -153,16 +155,12 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     let t1 = ev.ts.last().copied().unwrap_or(0);
     let ncpu = (trace.cpus as usize).max(ev.cpu.iter().map(|&c| c as usize + 1).max().unwrap_or(0));
     let mut ci = vec![Track::default(); ncpu];
-    let mut it = vec![Track::default(); ncpu];
-    let mut has_events = vec![false; ncpu];
-    for i in 0..ev.len() {
-        let id = ev.id[i];
-        let c = ev.cpu[i] as usize;
-        has_events[c] = true;
-        if Some(id) == idle_id {
-            let (Some(fs), Some(fc)) = (f_state, f_cpu) else {
+    if let (Some(idle_id), Some(fs), Some(fc)) = (idle_id, f_state, f_cpu) {
+        for i in 0..ev.len() {
+            ev.prefetch(i + PREFETCH);
+            if ev.id[i] != idle_id {
                 continue;
-            };
+            }
             let cpu = trace.u64_at(i, fc) as usize;
             if cpu >= ci.len() {
                 ci.resize(cpu + 1, Track::default());
@@ -173,10 +171,22 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
             } else {
                 ci[cpu].enter(cpu as u32, ev.ts[i], state as u32);
             }
-        } else if Some(id) == sw_id {
-            let (Some(fp), Some(fnx)) = (f_prev, f_next) else {
+        }
+    }
+    // Idle-task periods only for the CPUs without cpu_idle (none on most machines).
+    let fallback: Vec<bool> = (0..ncpu)
+        .map(|c| !ci.get(c).is_some_and(|t| t.seen))
+        .collect();
+    let mut it = vec![Track::default(); ncpu];
+    if let (Some(sw_id), Some(fp), Some(fnx), true) =
+        (sw_id, f_prev, f_next, fallback.contains(&true))
+    {
+        for i in 0..ev.len() {
+            ev.prefetch(i + PREFETCH);
+            let c = ev.cpu[i] as usize;
+            if ev.id[i] != sw_id || !fallback[c] {
                 continue;
-            };
+            }
             if trace.i64_at(i, fp) == 0 {
                 it[c].close(c as u32, ev.ts[i], t0);
             }
@@ -212,7 +222,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
             fallback.push(c);
             (Source::IdleTask, std::mem::take(&mut it[cpu]))
         } else {
-            if cpu < trace.cpus as usize || has_events.get(cpu) == Some(&true) {
+            if cpu < trace.cpus as usize || ev.cpu.contains(&(cpu as u16)) {
                 none.push(c);
             }
             p.source.insert(c, Source::None);

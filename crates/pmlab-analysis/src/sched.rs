@@ -3,6 +3,7 @@
 //! per task and overall, as percentiles.
 
 use crate::fxhash::FxHashMap;
+use crate::idle::PREFETCH;
 use crate::stats::Summary;
 use crate::table::Table;
 use crate::{Missing, Options, Tabular};
@@ -49,6 +50,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     // pid → (comm when first run, wakeup latencies, run-queue waits)
     let mut lat: FxHashMap<i32, (String, Vec<u64>, Vec<u64>)> = FxHashMap::default();
     for i in 0..ev.len() {
+        ev.prefetch(i + PREFETCH);
         let id = ev.id[i];
         if let Some((wid, fp, ft)) = wf {
             if id == wid {

@@ -4,7 +4,7 @@
 //! whose wakeups ended idle periods ("who woke my idle CPUs").
 
 use crate::fxhash::FxHashMap;
-use crate::idle::{self, Periods, Source};
+use crate::idle::{self, Periods, Source, PREFETCH};
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::{FieldRef, Trace};
@@ -61,8 +61,79 @@ enum Key<'a> {
     Unknown,
 }
 
-/// A cause and its originator's pid (IPI sender task, polling waker).
-type Attributed<'a> = (Key<'a>, Option<i32>);
+/// No cause found (yet) for a period.
+const NONE: u32 = u32::MAX;
+/// A cause without an originator.
+const NO_ORIGIN: i32 = i32::MIN;
+
+/// Causes numbered in order of first sight; each CPU's last one is remembered, as a CPU's
+/// consecutive wakeups mostly have the same cause.
+#[derive(Default)]
+struct Interner<'a> {
+    keys: Vec<Key<'a>>,
+    ids: FxHashMap<Key<'a>, u32>,
+    last: Vec<Option<(Key<'a>, u32)>>,
+}
+
+impl<'a> Interner<'a> {
+    fn id(&mut self, cpu: u32, k: Key<'a>) -> u32 {
+        let cpu = cpu as usize;
+        if let Some(Some((lk, id))) = self.last.get(cpu) {
+            if *lk == k {
+                return *id;
+            }
+        }
+        let next = self.keys.len() as u32;
+        let id = *self.ids.entry(k).or_insert(next);
+        if id == next {
+            self.keys.push(k);
+        }
+        if self.last.len() <= cpu {
+            self.last.resize(cpu + 1, None);
+        }
+        self.last[cpu] = Some((k, id));
+        id
+    }
+}
+
+/// A C string's bytes up to its first NUL.
+fn until_nul(b: &[u8]) -> &[u8] {
+    &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
+}
+
+/// Counts of keys that come in runs: a run is added to the map when it ends.
+struct Counter<K> {
+    map: FxHashMap<K, u64>,
+    run: Option<(K, u64)>,
+}
+
+impl<K> Default for Counter<K> {
+    fn default() -> Self {
+        Counter {
+            map: FxHashMap::default(),
+            run: None,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Counter<K> {
+    fn add(&mut self, k: K) {
+        match &mut self.run {
+            Some((rk, n)) if *rk == k => *n += 1,
+            run => {
+                if let Some((rk, n)) = run.replace((k, 1)) {
+                    *self.map.entry(rk).or_default() += n;
+                }
+            }
+        }
+    }
+    fn finish(mut self) -> FxHashMap<K, u64> {
+        if let Some((k, n)) = self.run.take() {
+            *self.map.entry(k).or_default() += n;
+        }
+        self.map
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Sent {
@@ -254,10 +325,14 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         .map(|c| p.by_cpu.get(&c).map(|v| v.as_slice()).unwrap_or(&[]))
         .collect();
     let mut st: Vec<CpuState> = (0..ncpu).map(|_| CpuState::default()).collect();
-    let mut causes: Vec<Vec<Option<Attributed>>> =
-        periods.iter().map(|ps| vec![None; ps.len()]).collect();
+    // Per period: its cause as an index into `keys` (NONE until found) and the cause's
+    // originator (NO_ORIGIN when none): 8 bytes a period, as fresh memory is dear.
+    let mut keys = Interner::default();
+    let mut causes: Vec<Vec<u32>> = periods.iter().map(|ps| vec![NONE; ps.len()]).collect();
+    let mut origins: Vec<Vec<i32>> = periods.iter().map(|ps| vec![NO_ORIGIN; ps.len()]).collect();
     // (waker pid, wakee comm, wakee pid, cpu) → count
-    let mut wakers: FxHashMap<(i32, &str, i64, u32), u64> = FxHashMap::default();
+    let mut wakers: Vec<Counter<(i32, &[u8], i64)>> =
+        (0..ncpu).map(|_| Counter::default()).collect();
     let mut sent: Vec<Option<Sent>> = Vec::new();
     let addr = |i: usize, f: Option<FieldRef>| f.map_or(0, |f| trace.u64_at(i, f));
     let ev = &trace.events;
@@ -272,6 +347,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     };
     let mut seen_sources = 0u64;
     for i in 0..ev.len() {
+        ev.prefetch(i + PREFETCH);
         let Some(&Some(k)) = kinds.get(ev.id[i] as usize) else {
             continue;
         };
@@ -331,10 +407,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             if !s.waker {
                 s.waker = true;
                 let wakee = match (f_wk_comm, f_wk_pid) {
-                    (Some(fc), Some(fp)) => (trace.str_at(i, fc), trace.i64_at(i, fp)),
-                    _ => ("?", i64::MIN),
+                    (Some(fc), Some(fp)) => (until_nul(trace.bytes_at(i, fc)), trace.i64_at(i, fp)),
+                    _ => (&b"?"[..], i64::MIN),
                 };
-                *wakers.entry((ev.pid[i], wakee.0, wakee.1, c)).or_default() += 1;
+                wakers[c as usize].add((ev.pid[i], wakee.0, wakee.1));
             }
             continue;
         }
@@ -343,9 +419,10 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             continue;
         }
         let slot = &mut causes[c as usize][pi];
-        if slot.is_some() {
+        if *slot != NONE {
             if s.refine && k == Ev::Hrtimer {
-                *slot = Some((Key::Hrtimer(addr(i, f_hr_fn)), None));
+                *slot = keys.id(c, Key::Hrtimer(addr(i, f_hr_fn)));
+                origins[c as usize][pi] = NO_ORIGIN;
                 s.refine = false;
             }
             continue;
@@ -382,7 +459,8 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             Ev::NoIpi => (Key::NoIpi, Some(ev.pid[i])),
             _ => continue,
         };
-        *slot = Some(cause);
+        *slot = keys.id(c, cause.0);
+        origins[c as usize][pi] = cause.1.unwrap_or(NO_ORIGIN);
     }
 
     if seen_sources == 0 {
@@ -422,21 +500,26 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     };
     // Count by (cpu, key) first; distinct keys become causes (and merge) once, into their
     // CPU's row and the all-CPUs row.
+    let unknown = keys.id(0, Key::Unknown);
     let mut by_key: FxHashMap<(u32, Key), (u64, FxHashMap<i32, u64>)> = FxHashMap::default();
     let mut cpu_rows = Vec::new();
     for &c in &cpus {
         let ps = periods[c as usize];
         let mut exits = 0;
-        for (q, cause) in ps.iter().zip(&causes[c as usize]) {
+        // (cause, origin) → count, by runs: one CPU's exits mostly repeat one cause.
+        let mut counts: Counter<(u32, i32)> = Counter::default();
+        for ((q, &cause), &origin) in ps.iter().zip(&causes[c as usize]).zip(&origins[c as usize]) {
             if q.open_end {
                 continue;
             }
             exits += 1;
-            let (key, origin) = cause.unwrap_or((Key::Unknown, None));
-            let e = by_key.entry((c, key)).or_default();
-            e.0 += 1;
-            if let Some(o) = origin {
-                *e.1.entry(o).or_default() += 1;
+            counts.add((if cause == NONE { unknown } else { cause }, origin));
+        }
+        for ((cause, origin), n) in counts.finish() {
+            let e = by_key.entry((c, keys.keys[cause as usize])).or_default();
+            e.0 += n;
+            if origin != NO_ORIGIN {
+                *e.1.entry(origin).or_default() += n;
             }
         }
         cpu_rows.push(CpuRow {
@@ -499,12 +582,14 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     });
     let mut wk: Vec<WakerRow> = wakers
         .into_iter()
-        .map(|((waker, comm, pid, cpu), count)| WakerRow {
+        .enumerate()
+        .flat_map(|(cpu, w)| w.finish().into_iter().map(move |k| (cpu as u32, k)))
+        .map(|(cpu, ((waker, comm, pid), count))| WakerRow {
             waker: task(trace, waker),
             wakee: if pid == i64::MIN {
                 "?".into()
             } else {
-                format!("{comm}:{pid}")
+                format!("{}:{pid}", std::str::from_utf8(comm).unwrap_or(""))
             },
             cpu,
             count,

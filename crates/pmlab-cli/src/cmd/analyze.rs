@@ -135,16 +135,17 @@ fn analyze_file(
         model,
         sidecar: crosscheck::load(path),
     };
-    let hotplug = (only.is_empty() || only.iter().any(|o| o == "hotplug")).then(|| {
-        match hotplug::analyze(&trace, hotplug_states) {
-            Ok(r) => all::Outcome::Done(r),
-            Err(missing) => all::Outcome::Missing { missing },
-        }
+    let wants_hotplug = only.is_empty() || only.iter().any(|o| o == "hotplug");
+    let (report, hotplug) = std::thread::scope(|sc| {
+        let hotplug = sc.spawn(|| {
+            wants_hotplug.then(|| match hotplug::analyze(&trace, hotplug_states) {
+                Ok(r) => all::Outcome::Done(r),
+                Err(missing) => all::Outcome::Missing { missing },
+            })
+        });
+        (all::run(&trace, opts, only, extras), all::joined(hotplug))
     });
-    Ok(Analyzed {
-        report: all::run(&trace, opts, only, extras),
-        hotplug,
-    })
+    Ok(Analyzed { report, hotplug })
 }
 
 /// `N: name` lines of a hotplug/states file.
