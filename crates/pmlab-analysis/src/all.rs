@@ -125,8 +125,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         want("idle") || want("wakeups") || want("energy") || extras.sidecar.is_some();
     let wants_idle_rep = want("idle") || extras.sidecar.is_some();
     // Two threads: the idle periods and what needs them on one, the others on another.
-    let (periods, idle_rep, wake, sched) = std::thread::scope(|sc| {
-        let sched = sc.spawn(|| want("sched").then(|| sched::analyze(trace, opts)));
+    let (periods, idle_rep, wake, (sched, freq, haltpoll)) = std::thread::scope(|sc| {
+        let others = sc.spawn(|| {
+            (
+                want("sched").then(|| sched::analyze(trace, opts)),
+                want("freq").then(|| freq::analyze(trace, opts)),
+                want("haltpoll").then(|| haltpoll::analyze(trace, opts)),
+            )
+        });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
         let (idle_rep, wake) = std::thread::scope(|sc| {
             // The idle report serves the idle section and the counters cross-check only.
@@ -145,16 +151,15 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
             });
             (joined(idle_rep), wake)
         });
-        (periods, idle_rep, wake, joined(sched))
+        (periods, idle_rep, wake, joined(others))
     });
     if want("idle") {
         r.idle = idle_rep.clone().map(outcome);
     }
     r.wakeups = wake.map(outcome);
     r.sched = sched.map(outcome);
-    if want("freq") {
-        r.freq = Some(outcome(freq::analyze(trace, opts)));
-    }
+    r.freq = freq.map(outcome);
+    r.haltpoll = haltpoll.map(outcome);
     if want("energy") {
         r.energy = Some(match (extras.model, periods.as_ref().expect("computed")) {
             (None, _) => Outcome::Skipped {
@@ -170,9 +175,6 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
                 },
             },
         });
-    }
-    if want("haltpoll") {
-        r.haltpoll = Some(outcome(haltpoll::analyze(trace, opts)));
     }
     match (extras.sidecar, idle_rep) {
         (Some(Ok(s)), Some(Ok(ir))) => {

@@ -398,11 +398,21 @@ pub fn overlap(p: &Periods, cpus: &[u32]) -> u64 {
     // Each CPU's periods follow each other (as `periods` builds them from a time-ordered
     // trace): intersect the CPUs' ordered interval lists, one linear pass per CPU.
     if lists.iter().all(|ps| in_order(ps)) {
-        let mut common: Vec<(u64, u64)> = lists[0].iter().map(|q| (q.start, q.end)).collect();
-        for ps in &lists[1..] {
+        let spans = |ps: &[Period]| ps.iter().map(|q| (q.start, q.end)).collect::<Vec<_>>();
+        // The last intersection is only summed, not stored (two CPUs store nothing).
+        let Some((last, rest)) = lists.split_last() else {
+            return 0;
+        };
+        let Some((first, middle)) = rest.split_first() else {
+            return last.iter().map(|q| q.len()).sum();
+        };
+        let mut common = spans(first);
+        for ps in middle {
             common = intersect(&common, ps);
         }
-        return common.iter().map(|(s, e)| e - s).sum();
+        let mut total = 0;
+        intersect_each(&common, last, |s, e| total += e - s);
+        return total;
     }
     sweep(&lists)
 }
@@ -436,11 +446,19 @@ fn in_order(ps: &[Period]) -> bool {
 
 /// The non-empty intersections of two ordered lists of disjoint intervals, in order.
 fn intersect(a: &[(u64, u64)], b: &[Period]) -> Vec<(u64, u64)> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    let mut out = Vec::new();
+    intersect_each(a, b, |s, e| out.push((s, e)));
+    out
+}
+
+/// Calls `f(start, end)` for each non-empty intersection of two ordered lists of disjoint
+/// intervals, in order.
+fn intersect_each(a: &[(u64, u64)], b: &[Period], mut f: impl FnMut(u64, u64)) {
+    let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
         let (s, e) = (a[i].0.max(b[j].start), a[i].1.min(b[j].end));
         if s < e {
-            out.push((s, e));
+            f(s, e);
         }
         if a[i].1 < b[j].end {
             i += 1;
@@ -448,7 +466,6 @@ fn intersect(a: &[(u64, u64)], b: &[Period]) -> Vec<(u64, u64)> {
             j += 1;
         }
     }
-    out
 }
 
 type MissMap = BTreeMap<(u32, u32), (u64, u64)>;

@@ -45,8 +45,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         None => None,
     };
     let ev = &trace.events;
-    let mut woken: FxHashMap<i32, u64> = FxHashMap::default();
-    let mut queued: FxHashMap<i32, u64> = FxHashMap::default();
+    // pid → since when it waits to run, and whether a wakeup (else a preemption) began it;
+    // a wakeup wins over a preemption.
+    let mut waiting: FxHashMap<i32, (u64, bool)> = FxHashMap::default();
     // pid → (comm when first run, wakeup latencies, run-queue waits)
     let mut lat: FxHashMap<i32, (String, Vec<u64>, Vec<u64>)> = FxHashMap::default();
     for i in 0..ev.len() {
@@ -58,7 +59,12 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
                     .map(|f| trace.i64_at(i, f) as u32)
                     .unwrap_or(u32::from(ev.cpu[i]));
                 if opts.wants(target) {
-                    woken.entry(trace.i64_at(i, fp) as i32).or_insert(ev.ts[i]);
+                    let w = waiting
+                        .entry(trace.i64_at(i, fp) as i32)
+                        .or_insert((ev.ts[i], true));
+                    if !w.1 {
+                        *w = (ev.ts[i], true);
+                    }
                 }
                 continue;
             }
@@ -69,20 +75,19 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         let ts = ev.ts[i];
         let prev = trace.i64_at(i, f_prev) as i32;
         if prev != 0 && trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(u32::from(ev.cpu[i])) {
-            queued.insert(prev, ts);
+            let w = waiting.entry(prev).or_insert((ts, false));
+            if !w.1 {
+                w.0 = ts;
+            }
         }
         let next = trace.i64_at(i, f_next) as i32;
         if next == 0 {
             continue;
         }
-        let (wakeup, waited) = if let Some(t) = woken.remove(&next) {
-            queued.remove(&next);
-            (true, ts - t)
-        } else if let Some(t) = queued.remove(&next) {
-            (false, ts - t)
-        } else {
+        let Some((t, wakeup)) = waiting.remove(&next) else {
             continue;
         };
+        let waited = ts - t;
         let e = lat.entry(next).or_insert_with(|| {
             let comm = trace.str_at(i, f_next_comm).to_string();
             (comm, Vec::new(), Vec::new())
