@@ -5,7 +5,7 @@
 use crate::stats::Summary;
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
-use pmlab_trace::Trace;
+use pmlab_trace::{FieldRef, Trace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -154,46 +154,24 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     let t0 = ev.ts.first().copied().unwrap_or(0);
     let t1 = ev.ts.last().copied().unwrap_or(0);
     let ncpu = (trace.cpus as usize).max(ev.cpu.iter().map(|&c| c as usize + 1).max().unwrap_or(0));
-    let mut ci = vec![Track::default(); ncpu];
-    if let (Some(idle_id), Some(fs), Some(fc)) = (idle_id, f_state, f_cpu) {
-        for i in 0..ev.len() {
-            ev.prefetch(i + PREFETCH);
-            if ev.id[i] != idle_id {
-                continue;
-            }
-            let cpu = trace.u64_at(i, fc) as usize;
-            if cpu >= ci.len() {
-                ci.resize(cpu + 1, Track::default());
-            }
-            let state = trace.u64_at(i, fs);
-            if state == EXIT {
-                ci[cpu].close(cpu as u32, ev.ts[i], t0);
-            } else {
-                ci[cpu].enter(cpu as u32, ev.ts[i], state as u32);
-            }
-        }
-    }
-    // Idle-task periods only for the CPUs without cpu_idle (none on most machines).
-    let fallback: Vec<bool> = (0..ncpu)
-        .map(|c| !ci.get(c).is_some_and(|t| t.seen))
+    // One walk: cpu_idle periods of every CPU, and idle-task periods of the CPUs that log
+    // no cpu_idle event (none on most machines).
+    let logs_idle = logs_event(ev, ncpu, idle_id);
+    let want_it: Vec<bool> = logs_idle.iter().map(|l| !l).collect();
+    let (mut ci, mut it) = walk(
+        trace, ncpu, idle_id, f_cpu, f_state, sw_id, f_prev, f_next, &want_it,
+    );
+    // A CPU that logs cpu_idle events only for other CPUs (no kernel seen does): idle-task
+    // periods for it too.
+    let missed: Vec<bool> = (0..ncpu)
+        .map(|c| !want_it[c] && !ci.get(c).is_some_and(|t| t.seen))
         .collect();
-    let mut it = vec![Track::default(); ncpu];
-    if let (Some(sw_id), Some(fp), Some(fnx), true) =
-        (sw_id, f_prev, f_next, fallback.contains(&true))
-    {
-        for i in 0..ev.len() {
-            ev.prefetch(i + PREFETCH);
-            let c = ev.cpu[i] as usize;
-            if ev.id[i] != sw_id || !fallback[c] {
-                continue;
-            }
-            if trace.i64_at(i, fp) == 0 {
-                it[c].close(c as u32, ev.ts[i], t0);
-            }
-            it[c].seen = true;
-            if trace.i64_at(i, fnx) == 0 {
-                it[c].enter(c as u32, ev.ts[i], IDLE_TASK);
-            }
+    if missed.contains(&true) && sw_id.is_some() {
+        let (_, more) = walk(
+            trace, ncpu, None, None, None, sw_id, f_prev, f_next, &missed,
+        );
+        for (c, t) in more.into_iter().enumerate().filter(|(c, _)| missed[*c]) {
+            it[c] = t;
         }
     }
     let mut p = Periods {
@@ -266,6 +244,86 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     Ok(p)
 }
 
+/// Walks the events once: per CPU, `cpu_idle` periods (by the event's `cpu_id`; none when
+/// `idle_id` is None), and idle-task periods from `sched_switch` where `want_it`.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    trace: &Trace,
+    ncpu: usize,
+    idle_id: Option<u16>,
+    f_cpu: Option<FieldRef>,
+    f_state: Option<FieldRef>,
+    sw_id: Option<u16>,
+    f_prev: Option<FieldRef>,
+    f_next: Option<FieldRef>,
+    want_it: &[bool],
+) -> (Vec<Track>, Vec<Track>) {
+    let ev = &trace.events;
+    let t0 = ev.ts.first().copied().unwrap_or(0);
+    let (mut ci, mut it) = (vec![Track::default(); ncpu], vec![Track::default(); ncpu]);
+    // An id no event has stands for a missing event or field.
+    let idle_id = match (idle_id, f_cpu, f_state) {
+        (Some(id), Some(_), Some(_)) => i32::from(id),
+        _ => -1,
+    };
+    let sw_id = match (sw_id, f_prev, f_next, want_it.contains(&true)) {
+        (Some(id), Some(_), Some(_), true) => i32::from(id),
+        _ => -1,
+    };
+    if idle_id < 0 && sw_id < 0 {
+        return (ci, it);
+    }
+    for i in 0..ev.len() {
+        ev.prefetch(i + PREFETCH);
+        let id = i32::from(ev.id[i]);
+        if id == idle_id {
+            let (Some(fc), Some(fs)) = (f_cpu, f_state) else {
+                continue;
+            };
+            let cpu = trace.u64_at(i, fc) as usize;
+            if cpu >= ci.len() {
+                ci.resize(cpu + 1, Track::default());
+            }
+            let state = trace.u64_at(i, fs);
+            if state == EXIT {
+                ci[cpu].close(cpu as u32, ev.ts[i], t0);
+            } else {
+                ci[cpu].enter(cpu as u32, ev.ts[i], state as u32);
+            }
+        } else if id == sw_id {
+            let c = ev.cpu[i] as usize;
+            let (Some(fp), Some(fnx), true) = (f_prev, f_next, want_it[c]) else {
+                continue;
+            };
+            if trace.i64_at(i, fp) == 0 {
+                it[c].close(c as u32, ev.ts[i], t0);
+            }
+            it[c].seen = true;
+            if trace.i64_at(i, fnx) == 0 {
+                it[c].enter(c as u32, ev.ts[i], IDLE_TASK);
+            }
+        }
+    }
+    (ci, it)
+}
+
+/// Per CPU: did it log any event `id`? (Stops early once every CPU has.)
+fn logs_event(ev: &pmlab_trace::Events, ncpu: usize, id: Option<u16>) -> Vec<bool> {
+    let mut logged = vec![false; ncpu];
+    let Some(id) = id else { return logged };
+    let mut left = ncpu;
+    for (&e, &c) in ev.id.iter().zip(&ev.cpu) {
+        if e == id && !logged[c as usize] {
+            logged[c as usize] = true;
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    logged
+}
+
 fn list(cpus: &[u32]) -> String {
     pmlab_kernel::cpulist::format_cpu_list(cpus)
 }
@@ -316,6 +374,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<IdleReport, Missing> {
     Ok(report(trace, opts, &p))
 }
 
+/// One state's time, entries and complete residencies.
+type StateTally = (u64, u64, Vec<u64>);
+
 /// The idle report from already computed periods.
 pub fn report(trace: &Trace, opts: &Options, p: &Periods) -> IdleReport {
     let span = p.span().max(1);
@@ -324,15 +385,29 @@ pub fn report(trace: &Trace, opts: &Options, p: &Periods) -> IdleReport {
     let mut cpus = Vec::new();
     for (&cpu, src) in &p.source {
         let periods = p.by_cpu.get(&cpu).map(|v| v.as_slice()).unwrap_or(&[]);
-        let mut by_state: BTreeMap<u32, (u64, u64, Vec<u64>)> = BTreeMap::new();
+        // Per state: time, entries, residencies. A CPU uses few states, mostly one after
+        // another: a short list and the last one used, rather than a map lookup a period.
+        let mut by_state: Vec<(u32, StateTally)> = Vec::new();
+        let mut last = usize::MAX;
         for q in periods {
-            let e = by_state.entry(q.state).or_default();
+            if by_state.get(last).is_none_or(|e| e.0 != q.state) {
+                last = match by_state.iter().position(|e| e.0 == q.state) {
+                    Some(k) => k,
+                    None => {
+                        // Capacity never used is never touched.
+                        by_state.push((q.state, (0, 0, Vec::with_capacity(periods.len()))));
+                        by_state.len() - 1
+                    }
+                };
+            }
+            let e = &mut by_state[last].1;
             e.0 += q.len();
             e.1 += u64::from(!q.open_start);
             if q.complete() {
                 e.2.push(q.len());
             }
         }
+        by_state.sort_unstable_by_key(|e| e.0);
         let mut states = Vec::new();
         for (state, (time, entries, mut res)) in by_state {
             let m = miss_counts

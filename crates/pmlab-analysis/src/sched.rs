@@ -49,7 +49,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     // a wakeup wins over a preemption.
     let mut waiting: FxHashMap<i32, (u64, bool)> = FxHashMap::default();
     // pid → (comm when first run, wakeup latencies, run-queue waits)
-    let mut lat: FxHashMap<i32, (String, Vec<u64>, Vec<u64>)> = FxHashMap::default();
+    let mut lat: Vec<(i32, String, Vec<u64>, Vec<u64>)> = Vec::new();
+    let mut lat_index: FxHashMap<i32, usize> = FxHashMap::default();
+    // The last pids seen, by their low bits: a few tasks take most switches.
+    let mut recent = [(i32::MIN, 0usize); 64];
     for i in 0..ev.len() {
         ev.prefetch(i + PREFETCH);
         let id = ev.id[i];
@@ -88,20 +91,27 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
             continue;
         };
         let waited = ts - t;
-        let e = lat.entry(next).or_insert_with(|| {
-            let comm = trace.str_at(i, f_next_comm).to_string();
-            (comm, Vec::new(), Vec::new())
-        });
+        let slot = &mut recent[next as usize % 64];
+        if slot.0 != next {
+            let k = *lat_index.entry(next).or_insert_with(|| {
+                let comm = trace.str_at(i, f_next_comm).to_string();
+                lat.push((next, comm, Vec::new(), Vec::new()));
+                lat.len() - 1
+            });
+            *slot = (next, k);
+        }
+        let e = &mut lat[slot.1];
         if wakeup {
-            e.1.push(waited);
-        } else {
             e.2.push(waited);
+        } else {
+            e.3.push(waited);
         }
     }
-    let (mut all_w, mut all_q) = (Vec::new(), Vec::new());
+    let mut all_w = Vec::with_capacity(lat.iter().map(|t| t.2.len()).sum());
+    let mut all_q = Vec::with_capacity(lat.iter().map(|t| t.3.len()).sum());
     let mut tasks: Vec<TaskRow> = lat
         .into_iter()
-        .map(|(pid, (comm, mut w, mut q))| {
+        .map(|(pid, comm, mut w, mut q)| {
             all_w.extend_from_slice(&w);
             all_q.extend_from_slice(&q);
             TaskRow {
