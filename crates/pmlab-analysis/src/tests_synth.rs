@@ -90,6 +90,26 @@ fn idle_task_fallback_where_cpu_idle_is_missing() {
     assert_eq!(r.all_idle_ns, 0);
 }
 
+#[test]
+fn cpu_idle_logged_by_another_cpu_still_leaves_the_logger_its_fallback() {
+    // CPU1 logs CPU0's cpu_idle events (cpu_id 0) and none of its own: CPU0 gets its
+    // cpu_idle period, CPU1 its idle-task period.
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    b.push(10, 1, 0, e.cpu_idle, &[V::U(1), V::U(0)]);
+    b.push(20, 1, 0, e.cpu_idle, &[V::U(EXIT), V::U(0)]);
+    e.switch(&mut b, 30, 1, (42, "work", 1), (0, "swapper/1"));
+    e.switch(&mut b, 60, 1, (0, "swapper/1", 0), (42, "work"));
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let r = idle::analyze(&t, &Options::default()).unwrap();
+    assert_eq!((r.cpus[0].source, r.cpus[0].idle_ns), (Source::CpuIdle, 10));
+    assert_eq!(
+        (r.cpus[1].source, r.cpus[1].idle_ns),
+        (Source::IdleTask, 30)
+    );
+}
+
 fn wake_trace() -> pmlab_trace::Trace {
     let (mut b, e) = base();
     b.sym(0x1000, "ttwu_queue_wakelist");
