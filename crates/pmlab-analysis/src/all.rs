@@ -124,7 +124,8 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
     let needs_periods =
         want("idle") || want("wakeups") || want("energy") || extras.sidecar.is_some();
     let wants_idle_rep = want("idle") || extras.sidecar.is_some();
-    // Two threads: the idle periods and what needs them on one, the others on another.
+    // The idle periods, then wakeups beside the idle report, on this thread and one more;
+    // sched, freq and haltpoll on another meanwhile.
     let (periods, idle_rep, wake, (sched, freq, haltpoll)) = std::thread::scope(|sc| {
         let others = sc.spawn(|| {
             (

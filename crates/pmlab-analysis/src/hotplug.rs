@@ -435,7 +435,8 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
         .id
         .iter()
         .any(|&id| id == enter || id == exit || Some(id) == multi);
-    for i in (0..ev.len()).filter(|_| any) {
+    let walked = if any { ev.len() } else { 0 };
+    for i in 0..walked {
         let id = ev.id[i];
         let task = (
             ev.pid[i],

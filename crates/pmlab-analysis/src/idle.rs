@@ -14,8 +14,6 @@ pub const IDLE_TASK: u32 = u32::MAX;
 /// The state of a `cpu_idle` exit seen without its enter (idle since before the trace began).
 pub const UNKNOWN_STATE: u32 = u32::MAX - 1;
 const EXIT: u64 = 0xffff_ffff;
-/// How many events ahead the loops ask for records ([`pmlab_trace::Events::prefetch`]).
-pub(crate) const PREFETCH: usize = 16;
 
 /// One idle period of one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -274,7 +272,7 @@ fn walk(
         return (ci, it);
     }
     for i in 0..ev.len() {
-        ev.prefetch(i + PREFETCH);
+        ev.prefetch_ahead(i);
         let id = i32::from(ev.id[i]);
         if id == idle_id {
             let (Some(fc), Some(fs)) = (f_cpu, f_state) else {

@@ -3,7 +3,6 @@
 //! per task and overall, as percentiles.
 
 use crate::fxhash::FxHashMap;
-use crate::idle::PREFETCH;
 use crate::stats::Summary;
 use crate::table::Table;
 use crate::{Missing, Options, Tabular};
@@ -54,7 +53,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     // The last pids seen, by their low bits: a few tasks take most switches.
     let mut recent = [(i32::MIN, 0usize); 64];
     for i in 0..ev.len() {
-        ev.prefetch(i + PREFETCH);
+        ev.prefetch_ahead(i);
         let id = ev.id[i];
         if let Some((wid, fp, ft)) = wf {
             if id == wid {

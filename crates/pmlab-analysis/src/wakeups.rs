@@ -4,7 +4,7 @@
 //! whose wakeups ended idle periods ("who woke my idle CPUs").
 
 use crate::fxhash::FxHashMap;
-use crate::idle::{self, Periods, Source, PREFETCH};
+use crate::idle::{self, Periods, Source};
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::{FieldRef, Trace};
@@ -347,7 +347,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     };
     let mut seen_sources = 0u64;
     for i in 0..ev.len() {
-        ev.prefetch(i + PREFETCH);
+        ev.prefetch_ahead(i);
         let Some(&Some(k)) = kinds.get(ev.id[i] as usize) else {
             continue;
         };
