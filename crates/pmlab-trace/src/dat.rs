@@ -648,22 +648,95 @@ fn build_trace(
         .as_deref()
         .map(parse_cmdlines)
         .unwrap_or_default();
-    let kallsyms = if opts.kallsyms {
-        h.kallsyms
-            .as_deref()
-            .map(parse_kallsyms)
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
     let printk_formats = h
         .printk
         .as_deref()
         .map(parse_printk_formats)
         .unwrap_or_default();
 
+    // kallsyms (megabytes of text) is parsed on another thread while the events merge.
+    let kallsyms_text = h.kallsyms.as_deref().filter(|_| opts.kallsyms);
+    let (kallsyms, decoded) = std::thread::scope(|sc| {
+        let kallsyms = kallsyms_text.map(|text| sc.spawn(move || parse_kallsyms(text)));
+        let decoded = decode_events(bytes, keep, &h, layout, type_off, pid_off);
+        let kallsyms = kallsyms.map(|k| k.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        (kallsyms.unwrap_or_default(), decoded)
+    });
+    let Decoded {
+        events,
+        event_buffer,
+        missed_before,
+        lost,
+        cpus,
+        max_cpu,
+    } = decoded?;
+    let buffers: Vec<String> = h.buffers.iter().map(|b| b.name.clone()).collect();
+    let event_buffer = if buffers.len() > 1 {
+        event_buffer
+    } else {
+        Vec::new()
+    };
+    let ts_in_ns = h.tsc2nsec
+        || match h.clock.as_deref() {
+            None => true,
+            Some(c) => {
+                matches!(
+                    c,
+                    "local" | "global" | "uptime" | "perf" | "tai" | "tsc2nsec"
+                ) || c.starts_with("mono")
+            }
+        };
+    let source = match &h.compression {
+        Some(c) => format!("trace.dat v{} ({c})", h.version),
+        None => format!("trace.dat v{}", h.version),
+    };
+    Ok(Trace {
+        endian,
+        long_size: header_page.commit_size,
+        page_size: h.page_size,
+        cpus,
+        formats,
+        events,
+        cmdlines,
+        kallsyms,
+        printk_formats,
+        lost,
+        source,
+        meta: TraceMeta {
+            version: h.version,
+            compression: h.compression.clone(),
+            clock: h.clock.clone(),
+            cpus_reported: h.cpus.max(if h.version == 7 { max_cpu } else { 0 }),
+            buffers,
+            event_buffer,
+            missed_before,
+            ts_in_ns,
+        },
+    })
+}
+
+/// The events of a trace and what decoding them found out.
+struct Decoded {
+    events: Events,
+    event_buffer: Vec<u8>,
+    missed_before: Vec<(usize, i64)>,
+    lost: Vec<Option<u64>>,
+    cpus: u32,
+    max_cpu: u32,
+}
+
+/// Decodes the per-CPU ring-buffer pages (decompressing them first if needed) and merges
+/// them by timestamp into the event columns.
+fn decode_events(
+    bytes: &[u8],
+    keep: impl FnOnce() -> Raw,
+    h: &Headers,
+    layout: PageLayout,
+    type_off: usize,
+    pid_off: usize,
+) -> R<Decoded> {
     // The CPU data regions: in the file itself, or decompressed into a new arena.
-    let codec = codec_of(&h);
+    let codec = codec_of(h);
     let page_size = h.page_size as usize;
     let mut regions: Vec<(u8, u32, usize, usize)> = Vec::new(); // buffer, cpu, start, len
     let any_compressed = h
@@ -723,11 +796,7 @@ fn build_trace(
         })
         .collect();
     let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
-    let merge = if endian == Endian::Big {
-        merge::<true>
-    } else {
-        merge::<false>
-    };
+    let merge = if h.big { merge::<true> } else { merge::<false> };
     let merged = merge(
         &mut cursors,
         &bases,
@@ -749,48 +818,13 @@ fn build_trace(
     drop(cursors);
     let (mut events, event_buffer, missed_before) = merged;
     events.raw = raw;
-    let buffers: Vec<String> = h.buffers.iter().map(|b| b.name.clone()).collect();
-    let event_buffer = if buffers.len() > 1 {
-        event_buffer
-    } else {
-        Vec::new()
-    };
-    let ts_in_ns = h.tsc2nsec
-        || match h.clock.as_deref() {
-            None => true,
-            Some(c) => {
-                matches!(
-                    c,
-                    "local" | "global" | "uptime" | "perf" | "tai" | "tsc2nsec"
-                ) || c.starts_with("mono")
-            }
-        };
-    let source = match &h.compression {
-        Some(c) => format!("trace.dat v{} ({c})", h.version),
-        None => format!("trace.dat v{}", h.version),
-    };
-    Ok(Trace {
-        endian,
-        long_size: header_page.commit_size,
-        page_size: h.page_size,
-        cpus,
-        formats,
+    Ok(Decoded {
         events,
-        cmdlines,
-        kallsyms,
-        printk_formats,
+        event_buffer,
+        missed_before,
         lost,
-        source,
-        meta: TraceMeta {
-            version: h.version,
-            compression: h.compression.clone(),
-            clock: h.clock.clone(),
-            cpus_reported: h.cpus.max(if h.version == 7 { max_cpu } else { 0 }),
-            buffers,
-            event_buffer,
-            missed_before,
-            ts_in_ns,
-        },
+        cpus,
+        max_cpu,
     })
 }
 
