@@ -83,6 +83,10 @@ struct Track {
     open: Option<(u64, u32)>,
     seen: bool,
     periods: Vec<Period>,
+    /// Idle-task periods: when the idle task (pid 0) last logged an event on this CPU.
+    idle_logged: u64,
+    /// Idle-task periods ended by a task's event, with no switch out of the idle task.
+    unswitched: u64,
 }
 
 impl Track {
@@ -154,10 +158,15 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     let ncpu = (trace.cpus as usize).max(ev.cpu.iter().map(|&c| c as usize + 1).max().unwrap_or(0));
     // One walk: cpu_idle periods of every CPU, and idle-task periods of the CPUs that log
     // no cpu_idle event (none on most machines).
-    let logs_idle = logs_event(ev, ncpu, idle_id);
-    let want_it: Vec<bool> = logs_idle.iter().map(|l| !l).collect();
+    let logged = count_by_cpu(
+        ev,
+        ncpu,
+        idle_id.map_or(-1, i32::from),
+        sw_id.map_or(-1, i32::from),
+    );
+    let want_it: Vec<bool> = logged.iter().map(|n| n[0] == 0).collect();
     let (mut ci, mut it) = walk(
-        trace, ncpu, idle_id, f_cpu, f_state, sw_id, f_prev, f_next, &want_it,
+        trace, ncpu, idle_id, f_cpu, f_state, sw_id, f_prev, f_next, &want_it, &logged,
     );
     // A CPU that logs cpu_idle events only for other CPUs (no kernel seen does): idle-task
     // periods for it too.
@@ -166,7 +175,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
         .collect();
     if missed.contains(&true) && sw_id.is_some() {
         let (_, more) = walk(
-            trace, ncpu, None, None, None, sw_id, f_prev, f_next, &missed,
+            trace, ncpu, None, None, None, sw_id, f_prev, f_next, &missed, &logged,
         );
         for (c, t) in more.into_iter().enumerate().filter(|(c, _)| missed[*c]) {
             it[c] = t;
@@ -187,6 +196,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     }
     let mut fallback = Vec::new();
     let mut none = Vec::new();
+    let mut unswitched = Vec::new();
     for cpu in 0..n {
         if !opts.wants(cpu as u32) {
             continue;
@@ -205,6 +215,13 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
             continue;
         };
         track.finish(c, t1);
+        if track.unswitched > 0 {
+            unswitched.push(format!(
+                "CPU {c}: {} of {}",
+                track.unswitched,
+                track.periods.len()
+            ));
+        }
         p.source.insert(c, src);
         p.by_cpu.insert(c, track.periods);
     }
@@ -233,6 +250,14 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
             list(&fallback)
         ));
     }
+    if !unswitched.is_empty() {
+        p.notes.push(format!(
+            "{} idle-task periods end with no sched_switch out of the idle task (the kernel \
+             did not log it): each ends at the idle task's last event before the CPU's next \
+             event from a task",
+            unswitched.join("; ")
+        ));
+    }
     if !none.is_empty() {
         p.notes.push(format!(
             "CPU {}: no cpu_idle and no sched_switch events: idle time unknown (excluded from the all-idle overlap)",
@@ -244,6 +269,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
 
 /// Walks the events once: per CPU, `cpu_idle` periods (by the event's `cpu_id`; none when
 /// `idle_id` is None), and idle-task periods from `sched_switch` where `want_it`.
+/// `logged` (events per logging CPU) sizes the period lists: a CPU's period takes two events.
 #[allow(clippy::too_many_arguments)]
 fn walk(
     trace: &Trace,
@@ -255,10 +281,20 @@ fn walk(
     f_prev: Option<FieldRef>,
     f_next: Option<FieldRef>,
     want_it: &[bool],
+    logged: &[[u32; 2]],
 ) -> (Vec<Track>, Vec<Track>) {
     let ev = &trace.events;
     let t0 = ev.ts.first().copied().unwrap_or(0);
-    let (mut ci, mut it) = (vec![Track::default(); ncpu], vec![Track::default(); ncpu]);
+    let sized = |n: u32| Track {
+        periods: Vec::with_capacity(n as usize / 2 + 1),
+        ..Track::default()
+    };
+    let mut ci: Vec<Track> = (0..ncpu)
+        .map(|c| sized(if idle_id.is_some() { logged[c][0] } else { 0 }))
+        .collect();
+    let mut it: Vec<Track> = (0..ncpu)
+        .map(|c| sized(if want_it[c] { logged[c][1] } else { 0 }))
+        .collect();
     // An id no event has stands for a missing event or field.
     let idle_id = match (idle_id, f_cpu, f_state) {
         (Some(id), Some(_), Some(_)) => i32::from(id),
@@ -274,6 +310,25 @@ fn walk(
     for i in 0..ev.len() {
         ev.prefetch_ahead(i);
         let id = i32::from(ev.id[i]);
+        if sw_id >= 0 {
+            let c = ev.cpu[i] as usize;
+            let t = &mut it[c];
+            if let (Some((start, _)), true) = (t.open, want_it[c]) {
+                if ev.pid[i] == 0 {
+                    t.idle_logged = ev.ts[i];
+                } else {
+                    // A task runs, yet no switch out of the idle task was logged (a kernel
+                    // that drops it): the period ends at the idle task's last event, if any.
+                    let end = if t.idle_logged >= start {
+                        t.idle_logged
+                    } else {
+                        ev.ts[i]
+                    };
+                    t.close(c as u32, end, t0);
+                    t.unswitched += 1;
+                }
+            }
+        }
         if id == idle_id {
             let (Some(fc), Some(fs)) = (f_cpu, f_state) else {
                 continue;
@@ -305,21 +360,16 @@ fn walk(
     (ci, it)
 }
 
-/// Per CPU: did it log any event `id`? (Stops early once every CPU has.)
-fn logs_event(ev: &pmlab_trace::Events, ncpu: usize, id: Option<u16>) -> Vec<bool> {
-    let mut logged = vec![false; ncpu];
-    let Some(id) = id else { return logged };
-    let mut left = ncpu;
+/// Per logging CPU: how many `cpu_idle` and `sched_switch` events it logged.
+fn count_by_cpu(ev: &pmlab_trace::Events, ncpu: usize, idle_id: i32, sw_id: i32) -> Vec<[u32; 2]> {
+    let mut n = vec![[0u32; 2]; ncpu];
     for (&e, &c) in ev.id.iter().zip(&ev.cpu) {
-        if e == id && !logged[c as usize] {
-            logged[c as usize] = true;
-            left -= 1;
-            if left == 0 {
-                break;
-            }
+        let e = i32::from(e);
+        if e == idle_id || e == sw_id {
+            n[c as usize][usize::from(e == sw_id)] += 1;
         }
     }
-    logged
+    n
 }
 
 fn list(cpus: &[u32]) -> String {

@@ -52,9 +52,46 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     let mut lat_index: FxHashMap<i32, usize> = FxHashMap::default();
     // The last pids seen, by their low bits: a few tasks take most switches.
     let mut recent = [(i32::MIN, 0usize); 64];
+    // Per CPU, the pid of its last event: a waiting task that logs an event runs, switch
+    // logged or not (some kernels drop the switch out of the idle task).
+    let ncpu = ev
+        .cpu
+        .iter()
+        .map(|&c| usize::from(c) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut current = vec![i32::MIN; ncpu];
+    let mut unswitched = 0u64;
+    let mut record = |pid: i32, comm: &dyn Fn() -> String, waited: u64, wakeup: bool| {
+        let slot = &mut recent[pid as usize % 64];
+        if slot.0 != pid {
+            let k = *lat_index.entry(pid).or_insert_with(|| {
+                lat.push((pid, comm(), Vec::new(), Vec::new()));
+                lat.len() - 1
+            });
+            *slot = (pid, k);
+        }
+        let e = &mut lat[slot.1];
+        if wakeup {
+            e.2.push(waited);
+        } else {
+            e.3.push(waited);
+        }
+    };
     for i in 0..ev.len() {
         ev.prefetch_ahead(i);
         let id = ev.id[i];
+        let (c, pid) = (usize::from(ev.cpu[i]), ev.pid[i]);
+        if current[c] != pid {
+            current[c] = pid;
+            if pid != 0 {
+                if let Some((t, wakeup)) = waiting.remove(&pid) {
+                    let comm = || trace.comm(pid).unwrap_or("?").to_string();
+                    record(pid, &comm, ev.ts[i] - t, wakeup);
+                    unswitched += 1;
+                }
+            }
+        }
         if let Some((wid, fp, ft)) = wf {
             if id == wid {
                 let target = ft
@@ -76,34 +113,21 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         }
         let ts = ev.ts[i];
         let prev = trace.i64_at(i, f_prev) as i32;
-        if prev != 0 && trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(u32::from(ev.cpu[i])) {
-            let w = waiting.entry(prev).or_insert((ts, false));
-            if !w.1 {
-                w.0 = ts;
+        if prev != 0 {
+            // It was running: a wakeup while it ran leaves nothing to wait for.
+            waiting.remove(&prev);
+            if trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(c as u32) {
+                waiting.insert(prev, (ts, false));
             }
         }
         let next = trace.i64_at(i, f_next) as i32;
+        current[c] = next;
         if next == 0 {
             continue;
         }
-        let Some((t, wakeup)) = waiting.remove(&next) else {
-            continue;
-        };
-        let waited = ts - t;
-        let slot = &mut recent[next as usize % 64];
-        if slot.0 != next {
-            let k = *lat_index.entry(next).or_insert_with(|| {
-                let comm = trace.str_at(i, f_next_comm).to_string();
-                lat.push((next, comm, Vec::new(), Vec::new()));
-                lat.len() - 1
-            });
-            *slot = (next, k);
-        }
-        let e = &mut lat[slot.1];
-        if wakeup {
-            e.2.push(waited);
-        } else {
-            e.3.push(waited);
+        if let Some((t, wakeup)) = waiting.remove(&next) {
+            let comm = || trace.str_at(i, f_next_comm).to_string();
+            record(next, &comm, ts - t, wakeup);
         }
     }
     let mut all_w = Vec::with_capacity(lat.iter().map(|t| t.2.len()).sum());
@@ -129,6 +153,12 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     });
     tasks.truncate(opts.top());
     let mut notes = Vec::new();
+    if unswitched > 0 {
+        notes.push(format!(
+            "{unswitched} waits end at the task's first event, not at a sched_switch to it: \
+             the trace has none (some kernels do not log the switch out of the idle task)"
+        ));
+    }
     if wk.is_none() {
         notes.push("no sched:sched_waking events: wakeup latency unavailable (`pmlab record -e sched:sched_waking`)".into());
     }

@@ -110,6 +110,84 @@ fn cpu_idle_logged_by_another_cpu_still_leaves_the_logger_its_fallback() {
     );
 }
 
+#[test]
+fn idle_task_period_ends_when_a_task_runs_without_a_switch_out_of_idle() {
+    // The kernel of the project machine logs no sched_switch out of CPU1's idle task.
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 5, 0, 1);
+    e.switch(&mut b, 10, 1, (42, "work", 1), (0, "swapper/1"));
+    b.push(30, 1, 0, e.csfs_entry, &[V::I(251)]); // the IPI, taken in the idle task
+    e.waking(&mut b, 35, 1, 42, (7, "peer"), 0); // the woken task runs: no switch to it
+    e.switch(&mut b, 50, 1, (42, "work", 1), (0, "swapper/1"));
+    e.waking(&mut b, 70, 1, 42, (7, "peer"), 0); // no idle-task event before it
+    e.switch(&mut b, 80, 1, (42, "work", 1), (0, "swapper/1"));
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let p = idle::periods(&t, &Options::default()).unwrap();
+    let spans: Vec<(u64, u64)> = p.by_cpu[&1].iter().map(|q| (q.start, q.end)).collect();
+    assert_eq!(spans, [(10, 30), (50, 70), (80, 100)]);
+    let r = idle::report(&t, &Options::default(), &p);
+    assert_eq!(r.cpus[1].idle_ns, 60);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("CPU 1: 2 of 3")
+                && n.contains("no sched_switch out of the idle task")),
+        "{:?}",
+        r.notes
+    );
+    // With the switch logged, the rule changes nothing.
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 5, 0, 1);
+    e.switch(&mut b, 10, 1, (42, "work", 1), (0, "swapper/1"));
+    b.push(30, 1, 0, e.csfs_entry, &[V::I(251)]);
+    e.switch(&mut b, 33, 1, (0, "swapper/1", 0), (42, "work"));
+    e.waking(&mut b, 35, 1, 42, (7, "peer"), 0);
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let p = idle::periods(&t, &Options::default()).unwrap();
+    let spans: Vec<(u64, u64)> = p.by_cpu[&1].iter().map(|q| (q.start, q.end)).collect();
+    assert_eq!(spans, [(10, 33)]);
+    assert!(
+        !p.notes.iter().any(|n| n.contains("no sched_switch out")),
+        "{:?}",
+        p.notes
+    );
+}
+
+#[test]
+fn sched_wait_ends_at_the_tasks_first_event_when_no_switch_runs_it() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.switch(&mut b, 5, 1, (42, "work", 1), (0, "swapper/1"));
+    // 42 is woken onto CPU1 at 10 and logs its first event at 16, with no switch to it.
+    e.waking(&mut b, 10, 0, 7, (42, "work"), 1);
+    e.waking(&mut b, 16, 1, 42, (7, "peer"), 0);
+    // 7 is woken at 20 and switched in at 23: the switch ends that wait.
+    e.switch(&mut b, 18, 0, (7, "peer", 1), (0, "swapper/0"));
+    e.waking(&mut b, 20, 1, 42, (7, "peer"), 0);
+    e.switch(&mut b, 23, 0, (0, "swapper/0", 0), (7, "peer"));
+    e.waking(&mut b, 25, 0, 7, (9, "x"), 0);
+    // A wakeup of a task that is running is no wait: 7 switches out before it runs again.
+    e.waking(&mut b, 30, 1, 42, (7, "peer"), 0);
+    e.switch(&mut b, 32, 0, (7, "peer", 1), (0, "swapper/0"));
+    e.switch(&mut b, 90, 0, (0, "swapper/0", 0), (7, "peer"));
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let r = crate::sched::analyze(&t, &Options::default()).unwrap();
+    let w = r.overall.wakeup;
+    assert_eq!((w.n, w.min_ns, w.max_ns), (2, 3, 6), "{w:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("1 waits end at the task's first event")),
+        "{:?}",
+        r.notes
+    );
+}
+
 fn wake_trace() -> pmlab_trace::Trace {
     let (mut b, e) = base();
     b.sym(0x1000, "ttwu_queue_wakelist");

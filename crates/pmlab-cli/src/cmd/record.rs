@@ -2,6 +2,8 @@
 //! private tracefs instance, and print events and lost events per CPU.
 
 use anyhow::{bail, Context};
+use pmlab_analysis::crosscheck;
+use pmlab_kernel::counters::Snapshot;
 use pmlab_kernel::Root;
 use pmlab_trace::record::{RecordOptions, RecordSummary, Recorder, DEFAULT_BUFFER_PERCENT};
 use std::os::unix::process::CommandExt;
@@ -20,6 +22,8 @@ const EXAMPLES: &str = "Examples:
 
 Without -e, records the events pmlab's analyses need (power, sched, ipi, irq,
 irq_vectors, timer, cpuhp); events this kernel lacks are skipped with a note.
+Counter snapshots taken as tracing starts and stops go to FILE.counters.json, which
+`pmlab analyze FILE` uses to cross-check trace idle time against the kernel's counters.
 Ctrl-C stops the recording and still writes the file. Open the file with
 `trace-cmd report -i FILE`, KernelShark, or `pmlab dump FILE`.";
 
@@ -230,6 +234,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for n in recorder.notes() {
         eprintln!("pmlab: note: {n}");
     }
+    // Counter snapshots around the recording, for `pmlab analyze`'s cross-check.
+    let counters_before = Snapshot::take_at(std::path::Path::new("/"));
 
     let mut child_pid = None;
     if let (Some(program), Some(_)) = (&program, args.command.first()) {
@@ -320,7 +326,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
+    let counters_after = Snapshot::take_at(std::path::Path::new("/"));
     let summary = recorder.stop().context("finishing the recording")?;
+    let sidecar = crosscheck::sidecar_path(&summary.path);
+    match (counters_before, counters_after) {
+        (Ok(before), Ok(after)) => {
+            let side = crosscheck::Sidecar { before, after };
+            let written = serde_json::to_vec(&side)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| Ok(std::fs::write(&sidecar, b)?));
+            if let Err(e) = written {
+                eprintln!("pmlab: warning: cannot write {}: {e}", sidecar.display());
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("pmlab: warning: no counters cross-check for this trace: {e}");
+            let _ = std::fs::remove_file(&sidecar);
+        }
+    }
     signal_handle.close();
     let _ = signal_thread.join();
 

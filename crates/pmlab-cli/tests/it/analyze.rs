@@ -461,6 +461,38 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
         polling * 100.0
     );
     let idle_share = off["idle"]["cpus"][0]["share"].as_f64().unwrap();
+    // Both CPUs, with the counters cross-check `pmlab record` writes beside the trace.
+    let both = json(&[
+        dir.path().join("off.dat").to_str().unwrap(),
+        "--only",
+        "idle",
+    ]);
+    let share = |c: usize| both["idle"]["cpus"][c]["share"].as_f64().unwrap();
+    let sources = (
+        both["idle"]["cpus"][0]["source"].clone(),
+        both["idle"]["cpus"][1]["source"].clone(),
+    );
+    eprintln!(
+        "polling off: idle share CPU0 {:.1}% ({}), CPU1 {:.1}% ({})",
+        share(0) * 100.0,
+        sources.0,
+        share(1) * 100.0,
+        sources.1
+    );
+    assert_eq!(
+        both["crosscheck"]["cpus"].as_array().map(|a| a.len()),
+        Some(2),
+        "the recording's counters sidecar gives a cross-check per CPU: {}",
+        both["crosscheck"]
+    );
+    // The two sides of a ping-pong idle alike, whatever source each CPU's idle time has
+    // (on this machine CPU1 has neither cpu_idle nor the switch out of the idle task).
+    assert!(
+        (share(0) - share(1)).abs() < 0.15,
+        "pipe on CPUs 0,1: idle shares {:.3} and {:.3} should be close",
+        share(0),
+        share(1)
+    );
     if n >= MIN_EXITS {
         assert!(
             remote >= 0.9,
