@@ -3,7 +3,7 @@
 //! missing events, export and baseline, and real recordings of the pipe workload here.
 
 use crate::util::{
-    assert_steps_cover_span, cpuidle_driver, fixtures, is_root, pmlab, Cpu1Online, CPU1_ONLINE,
+    assert_ops_cover_spans, cpuidle_driver, fixtures, is_root, pmlab, Cpu1Online, CPU1_ONLINE,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -591,9 +591,7 @@ fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
     let ops = v["hotplug"]["operations"].as_array().unwrap();
     let count = |d: &str| ops.iter().filter(|op| op["direction"] == d).count();
     assert_eq!((count("offline"), count("online")), (10, 10), "{ops:?}");
-    for op in ops {
-        assert_steps_cover_span(op);
-    }
+    assert_ops_cover_spans(ops);
     // Steps are named from hotplug/states; sched_cpu_deactivate is among the slowest offline ones.
     let slow: Vec<&Value> = v["hotplug"]["slowest"]
         .as_array()
