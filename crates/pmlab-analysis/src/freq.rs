@@ -21,16 +21,14 @@ pub fn timeline(trace: &Trace, opts: &Options) -> Result<Timeline, Missing> {
     };
     let mut t = Timeline::new();
     let ev = &trace.events;
-    for i in 0..ev.len() {
-        if ev.id[i] == id {
-            let cpu = trace.u64_at(i, fc) as u32;
-            if opts.wants(cpu) {
-                t.entry(cpu)
-                    .or_default()
-                    .push((ev.ts[i], trace.u64_at(i, fs)));
-            }
+    ev.for_each_of(id, |i| {
+        let cpu = trace.u64_at(i, fc) as u32;
+        if opts.wants(cpu) {
+            t.entry(cpu)
+                .or_default()
+                .push((ev.ts[i], trace.u64_at(i, fs)));
         }
-    }
+    });
     if t.is_empty() {
         return Err(missing());
     }

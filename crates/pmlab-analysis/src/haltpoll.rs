@@ -46,9 +46,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<HaltpollReport, Missing>
     let mut timeline = Vec::new();
     let mut cur: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut cpus: BTreeMap<u32, CpuLimits> = BTreeMap::new();
-    for i in 0..ev.len() {
-        if ev.id[i] != id || !opts.wants(u32::from(ev.cpu[i])) {
-            continue;
+    ev.for_each_of(id, |i| {
+        if !opts.wants(u32::from(ev.cpu[i])) {
+            return;
         }
         let (cpu, ts) = (u32::from(ev.cpu[i]), ev.ts[i]);
         let (grow, new, old) = (
@@ -77,7 +77,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<HaltpollReport, Missing>
             old_ns: old,
             new_ns: new,
         });
-    }
+    });
     for (cpu, (since, val)) in cur {
         if let Some(c) = cpus.get_mut(&cpu) {
             *c.time_at.entry(val).or_default() += t1 - since;

@@ -431,10 +431,7 @@ fn extract(trace: &Trace, states: Option<&[(u32, String)]>) -> Result<Extracted,
     let mut orphan_exits = 0usize;
     let mut cache: HashMap<u64, String> = HashMap::new();
     // Most traces have the formats but no cpuhp event: skip the walk (a vectorized search).
-    let any = ev
-        .id
-        .iter()
-        .any(|&id| id == enter || id == exit || Some(id) == multi);
+    let any = ev.has_any(&[enter, exit, multi.unwrap_or(enter)]);
     let walked = if any { ev.len() } else { 0 };
     for i in 0..walked {
         let id = ev.id[i];

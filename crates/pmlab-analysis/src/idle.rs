@@ -603,10 +603,7 @@ fn misses(trace: &Trace, opts: &Options, p: &Periods) -> (Option<MissMap>, &'sta
             return (None, "unavailable");
         };
         let mut m = MissMap::new();
-        for i in 0..trace.events.len() {
-            if trace.events.id[i] != id {
-                continue;
-            }
+        trace.events.for_each_of(id, |i| {
             let e = m
                 .entry((trace.u64_at(i, fc) as u32, trace.u64_at(i, fs) as u32))
                 .or_default();
@@ -615,7 +612,7 @@ fn misses(trace: &Trace, opts: &Options, p: &Periods) -> (Option<MissMap>, &'sta
             } else {
                 e.0 += 1;
             }
-        }
+        });
         return (Some(m), "cpu_idle_miss");
     }
     let Some(states) = &opts.states else {

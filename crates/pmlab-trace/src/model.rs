@@ -158,6 +158,9 @@ pub struct Events {
 /// faster with 16 than without; other distances were not tried).
 pub const PREFETCH_AHEAD: usize = 16;
 
+/// Events per block that [`Events::for_each_of`] tests at once for its id.
+const ID_BLOCK: usize = 256;
+
 /// Bits of a record length in [`Events::loc`]; offsets get the other 40 (1 TiB).
 pub const LOC_LEN_BITS: u32 = 24;
 /// The largest record offset [`Events::loc`] holds, plus one.
@@ -214,6 +217,24 @@ impl Events {
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
+    }
+    /// Calls `f(i)` for each event `i` whose id is `id`, in order. Blocks of events without
+    /// one are skipped at memory speed: most analyses look for a rare event.
+    pub fn for_each_of(&self, id: u16, mut f: impl FnMut(usize)) {
+        for (b, block) in self.id.chunks(ID_BLOCK).enumerate() {
+            if block.iter().fold(false, |hit, &x| hit | (x == id)) {
+                for (k, _) in block.iter().enumerate().filter(|(_, &x)| x == id) {
+                    f(b * ID_BLOCK + k);
+                }
+            }
+        }
+    }
+    /// Whether any event has one of `ids`.
+    pub fn has_any(&self, ids: &[u16]) -> bool {
+        self.id.chunks(ID_BLOCK).any(|block| {
+            ids.iter()
+                .any(|&id| block.iter().fold(false, |hit, &x| hit | (x == id)))
+        })
     }
     /// The record bytes of event `i`.
     #[inline(always)]
@@ -398,5 +419,25 @@ impl Trace {
     /// The command name of `pid` from saved cmdlines.
     pub fn comm(&self, pid: i32) -> Option<&str> {
         self.cmdlines.get(&pid).map(|s| s.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_each_of_finds_every_event_across_blocks() {
+        let mut e = Events::default();
+        for i in 0..1000u64 {
+            let id = if i % 300 == 7 || i == 999 { 5 } else { 1 };
+            e.push(i, 0, 0, id, 0, 0);
+        }
+        let mut got = Vec::new();
+        e.for_each_of(5, |i| got.push(i));
+        assert_eq!(got, [7, 307, 607, 907, 999]);
+        assert!(e.has_any(&[9, 5]));
+        assert!(!e.has_any(&[9, 2]));
+        assert!(!Events::default().has_any(&[1]));
     }
 }
