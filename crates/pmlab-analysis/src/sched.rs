@@ -25,6 +25,48 @@ pub struct SchedReport {
     pub notes: Vec<String>,
 }
 
+/// A waiting task's entry in a [`PidMap`]: since when, and whether a wakeup began the wait.
+fn wait(ts: u64, wakeup: bool) -> u64 {
+    ((ts << 1) | u64::from(wakeup)).wrapping_add(1)
+}
+
+fn wait_of(v: u64) -> (u64, bool) {
+    let v = v.wrapping_sub(1);
+    (v >> 1, v & 1 == 1)
+}
+
+/// pid → u64 (0: none). Usual pids (below 2^22) index a zeroed table, without hashing; its
+/// pages that no pid touches cost nothing. Other pids go to a map.
+#[derive(Default)]
+struct PidMap {
+    direct: Vec<u64>,
+    other: FxHashMap<i32, u64>,
+}
+
+const DIRECT_PIDS: usize = 1 << 22;
+
+impl PidMap {
+    fn slot(&mut self, pid: i32) -> &mut u64 {
+        match usize::try_from(pid) {
+            Ok(p) if p < DIRECT_PIDS => {
+                if p >= self.direct.len() {
+                    let mut grown = vec![0u64; (p + 1).next_power_of_two().max(4096)];
+                    grown[..self.direct.len()].copy_from_slice(&self.direct);
+                    self.direct = grown;
+                }
+                &mut self.direct[p]
+            }
+            _ => self.other.entry(pid).or_default(),
+        }
+    }
+    fn take(&mut self, pid: i32) -> u64 {
+        match usize::try_from(pid) {
+            Ok(p) if p < DIRECT_PIDS => self.direct.get_mut(p).map_or(0, std::mem::take),
+            _ => self.other.remove(&pid).unwrap_or(0),
+        }
+    }
+}
+
 /// The scheduling latency analysis.
 pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     let missing = || Missing::new("sched", &["sched:sched_waking", "sched:sched_switch"]);
@@ -46,12 +88,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     let ev = &trace.events;
     // pid → since when it waits to run, and whether a wakeup (else a preemption) began it;
     // a wakeup wins over a preemption.
-    let mut waiting: FxHashMap<i32, (u64, bool)> = FxHashMap::default();
+    let mut waiting = PidMap::default();
     // pid → (comm when first run, wakeup latencies, run-queue waits)
     let mut lat: Vec<(i32, String, Vec<u64>, Vec<u64>)> = Vec::new();
-    let mut lat_index: FxHashMap<i32, usize> = FxHashMap::default();
-    // The last pids seen, by their low bits: a few tasks take most switches.
-    let mut recent = [(i32::MIN, 0usize); 64];
+    let mut lat_index = PidMap::default();
     // Per CPU, the pid of its last event: a waiting task that logs an event runs, switch
     // logged or not (some kernels drop the switch out of the idle task).
     let ncpu = ev
@@ -62,20 +102,18 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         .unwrap_or(0);
     let mut current = vec![i32::MIN; ncpu];
     let mut unswitched = 0u64;
-    let mut record = |pid: i32, comm: &dyn Fn() -> String, waited: u64, wakeup: bool| {
-        let slot = &mut recent[pid as usize % 64];
-        if slot.0 != pid {
-            let k = *lat_index.entry(pid).or_insert_with(|| {
-                lat.push((pid, comm(), Vec::new(), Vec::new()));
-                lat.len() - 1
-            });
-            *slot = (pid, k);
+    let mut record = |pid: i32, comm: &dyn Fn() -> String, since: u64, ts: u64| {
+        let k = lat_index.slot(pid);
+        if *k == 0 {
+            lat.push((pid, comm(), Vec::new(), Vec::new()));
+            *k = lat.len() as u64;
         }
-        let e = &mut lat[slot.1];
+        let e = &mut lat[*k as usize - 1];
+        let (t, wakeup) = wait_of(since);
         if wakeup {
-            e.2.push(waited);
+            e.2.push(ts - t);
         } else {
-            e.3.push(waited);
+            e.3.push(ts - t);
         }
     };
     for i in 0..ev.len() {
@@ -85,9 +123,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         if current[c] != pid {
             current[c] = pid;
             if pid != 0 {
-                if let Some((t, wakeup)) = waiting.remove(&pid) {
+                let since = waiting.take(pid);
+                if since != 0 {
                     let comm = || trace.comm(pid).unwrap_or("?").to_string();
-                    record(pid, &comm, ev.ts[i] - t, wakeup);
+                    record(pid, &comm, since, ev.ts[i]);
                     unswitched += 1;
                 }
             }
@@ -98,11 +137,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
                     .map(|f| trace.i64_at(i, f) as u32)
                     .unwrap_or(u32::from(ev.cpu[i]));
                 if opts.wants(target) {
-                    let w = waiting
-                        .entry(trace.i64_at(i, fp) as i32)
-                        .or_insert((ev.ts[i], true));
-                    if !w.1 {
-                        *w = (ev.ts[i], true);
+                    let w = waiting.slot(trace.i64_at(i, fp) as i32);
+                    if *w == 0 || !wait_of(*w).1 {
+                        *w = wait(ev.ts[i], true);
                     }
                 }
                 continue;
@@ -115,19 +152,18 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         let prev = trace.i64_at(i, f_prev) as i32;
         if prev != 0 {
             // It was running: a wakeup while it ran leaves nothing to wait for.
-            waiting.remove(&prev);
-            if trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(c as u32) {
-                waiting.insert(prev, (ts, false));
-            }
+            let runnable = trace.i64_at(i, f_state) & 0xff == 0 && opts.wants(c as u32);
+            *waiting.slot(prev) = if runnable { wait(ts, false) } else { 0 };
         }
         let next = trace.i64_at(i, f_next) as i32;
         current[c] = next;
         if next == 0 {
             continue;
         }
-        if let Some((t, wakeup)) = waiting.remove(&next) {
+        let since = waiting.take(next);
+        if since != 0 {
             let comm = || trace.str_at(i, f_next_comm).to_string();
-            record(next, &comm, ts - t, wakeup);
+            record(next, &comm, since, ts);
         }
     }
     let mut all_w = Vec::with_capacity(lat.iter().map(|t| t.2.len()).sum());
