@@ -40,9 +40,7 @@ unsafe impl GlobalAlloc for HugeForLarge {
     }
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let q = System.realloc(p, layout, new_size);
-        if new_size >= HUGE_FROM && (q != p || layout.size() < HUGE_FROM) {
-            advise(q, new_size);
-        }
+        advise(q, new_size);
         q
     }
 }

@@ -485,13 +485,14 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
         "the recording's counters sidecar gives a cross-check per CPU: {}",
         both["crosscheck"]
     );
-    // The two sides of a ping-pong idle alike, whatever source each CPU's idle time has
-    // (on this machine CPU1 has neither cpu_idle nor the switch out of the idle task).
+    // CPU1 runs one side of every round trip: it is not idle most of the time, whatever
+    // source its idle time has (on this machine neither cpu_idle nor the switch out of the
+    // idle task is logged for it; counting the busy time as idle gave 99.99%).
     assert!(
-        (share(0) - share(1)).abs() < 0.15,
-        "pipe on CPUs 0,1: idle shares {:.3} and {:.3} should be close",
-        share(0),
-        share(1)
+        share(1) < 0.85,
+        "pipe on CPUs 0,1: CPU1 idle {:.3} (CPU0 {:.3})",
+        share(1),
+        share(0)
     );
     if n >= MIN_EXITS {
         assert!(
