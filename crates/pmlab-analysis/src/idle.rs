@@ -155,7 +155,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     let f_next = sw_id.and_then(|id| trace.field(id, "next_pid"));
     let t0 = ev.ts.first().copied().unwrap_or(0);
     let t1 = ev.ts.last().copied().unwrap_or(0);
-    let ncpu = (trace.cpus as usize).max(ev.cpu.iter().map(|&c| c as usize + 1).max().unwrap_or(0));
+    let ncpu = (trace.cpus as usize).max(ev.cpu_slots());
     // One walk: cpu_idle periods of every CPU, and idle-task periods of the CPUs that log
     // no cpu_idle event (none on most machines).
     let logged = count_by_cpu(

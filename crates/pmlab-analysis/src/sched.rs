@@ -94,13 +94,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     let mut lat_index = PidMap::default();
     // Per CPU, the pid of its last event: a waiting task that logs an event runs, switch
     // logged or not (some kernels drop the switch out of the idle task).
-    let ncpu = ev
-        .cpu
-        .iter()
-        .map(|&c| usize::from(c) + 1)
-        .max()
-        .unwrap_or(0);
-    let mut current = vec![i32::MIN; ncpu];
+    let mut current = vec![i32::MIN; ev.cpu_slots()];
     let mut unswitched = 0u64;
     let mut record = |pid: i32, comm: &dyn Fn() -> String, since: u64, ts: u64| {
         let k = lat_index.slot(pid);

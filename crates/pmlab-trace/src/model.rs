@@ -218,6 +218,10 @@ impl Events {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
     }
+    /// One more than the largest CPU number of any event (0 without events).
+    pub fn cpu_slots(&self) -> usize {
+        self.cpu.iter().max().map_or(0, |&c| usize::from(c) + 1)
+    }
     /// Calls `f(i)` for each event `i` whose id is `id`, in order. Blocks of events without
     /// one are skipped at memory speed: most analyses look for a rare event.
     pub fn for_each_of(&self, id: u16, mut f: impl FnMut(usize)) {
