@@ -521,20 +521,22 @@ pub fn overlap(p: &Periods, cpus: &[u32]) -> u64 {
     // Each CPU's periods follow each other (as `periods` builds them from a time-ordered
     // trace): intersect the CPUs' ordered interval lists, one linear pass per CPU.
     if lists.iter().all(|ps| in_order(ps)) {
-        let spans = |ps: &[Period]| ps.iter().map(|q| (q.start, q.end)).collect::<Vec<_>>();
         // The last intersection is only summed, not stored (two CPUs store nothing).
         let Some((last, rest)) = lists.split_last() else {
             return 0;
         };
-        let Some((first, middle)) = rest.split_first() else {
-            return last.iter().map(|q| q.len()).sum();
-        };
-        let mut common = spans(first);
-        for ps in middle {
-            common = intersect(&common, ps);
-        }
         let mut total = 0;
-        intersect_each(&common, last, |s, e| total += e - s);
+        match rest {
+            [] => return last.iter().map(|q| q.len()).sum(),
+            [first] => intersect_each(first, last, |s, e| total += e - s),
+            [first, second, middle @ ..] => {
+                let mut common = intersect(first, second);
+                for ps in middle {
+                    common = intersect(&common, ps);
+                }
+                intersect_each(&common, last, |s, e| total += e - s);
+            }
+        }
         return total;
     }
     sweep(&lists)
@@ -567,8 +569,25 @@ fn in_order(ps: &[Period]) -> bool {
     ps.iter().all(|q| q.start <= q.end) && ps.windows(2).all(|w| w[0].end <= w[1].start)
 }
 
+/// An interval of time: an idle period, or an intersection of them.
+trait Span {
+    fn span(&self) -> (u64, u64);
+}
+
+impl Span for Period {
+    fn span(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
+impl Span for (u64, u64) {
+    fn span(&self) -> (u64, u64) {
+        *self
+    }
+}
+
 /// The non-empty intersections of two ordered lists of disjoint intervals, in order.
-fn intersect(a: &[(u64, u64)], b: &[Period]) -> Vec<(u64, u64)> {
+fn intersect(a: &[impl Span], b: &[impl Span]) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     intersect_each(a, b, |s, e| out.push((s, e)));
     out
@@ -576,14 +595,15 @@ fn intersect(a: &[(u64, u64)], b: &[Period]) -> Vec<(u64, u64)> {
 
 /// Calls `f(start, end)` for each non-empty intersection of two ordered lists of disjoint
 /// intervals, in order.
-fn intersect_each(a: &[(u64, u64)], b: &[Period], mut f: impl FnMut(u64, u64)) {
+fn intersect_each(a: &[impl Span], b: &[impl Span], mut f: impl FnMut(u64, u64)) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        let (s, e) = (a[i].0.max(b[j].start), a[i].1.min(b[j].end));
+        let ((a0, a1), (b0, b1)) = (a[i].span(), b[j].span());
+        let (s, e) = (a0.max(b0), a1.min(b1));
         if s < e {
             f(s, e);
         }
-        if a[i].1 < b[j].end {
+        if a1 < b1 {
             i += 1;
         } else {
             j += 1;

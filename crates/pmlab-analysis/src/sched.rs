@@ -160,18 +160,18 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
             record(next, &comm, since, ts);
         }
     }
-    let mut all_w = Vec::with_capacity(lat.iter().map(|t| t.2.len()).sum());
-    let mut all_q = Vec::with_capacity(lat.iter().map(|t| t.3.len()).sum());
+    // The overall summaries read every task's values in place (no concatenated copy).
+    let overall = TaskRow {
+        task: "all".into(),
+        wakeup: Summary::of_parts(&lat.iter().map(|t| t.2.as_slice()).collect::<Vec<_>>()),
+        runq: Summary::of_parts(&lat.iter().map(|t| t.3.as_slice()).collect::<Vec<_>>()),
+    };
     let mut tasks: Vec<TaskRow> = lat
         .into_iter()
-        .map(|(pid, comm, mut w, mut q)| {
-            all_w.extend_from_slice(&w);
-            all_q.extend_from_slice(&q);
-            TaskRow {
-                task: format!("{comm}:{pid}"),
-                wakeup: Summary::of(&mut w),
-                runq: Summary::of(&mut q),
-            }
+        .map(|(pid, comm, mut w, mut q)| TaskRow {
+            task: format!("{comm}:{pid}"),
+            wakeup: Summary::of(&mut w),
+            runq: Summary::of(&mut q),
         })
         .collect();
     tasks.sort_by(|a, b| {
@@ -193,11 +193,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         notes.push("no sched:sched_waking events: wakeup latency unavailable (`pmlab record -e sched:sched_waking`)".into());
     }
     Ok(SchedReport {
-        overall: TaskRow {
-            task: "all".into(),
-            wakeup: Summary::of(&mut all_w),
-            runq: Summary::of(&mut all_q),
-        },
+        overall,
         tasks,
         notes,
     })

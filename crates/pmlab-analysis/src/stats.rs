@@ -23,16 +23,87 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Nearest-rank indices of p50 and p99 among `n` values, as in [`percentile`].
+fn ranks(n: usize) -> (usize, usize) {
+    let rank = |p: f64| (((p / 100.0) * n as f64).ceil() as usize).clamp(1, n) - 1;
+    (rank(50.0), rank(99.0))
+}
+
+/// Inputs up to this many values are copied and selected in place; larger ones take a
+/// radix selection over the parts.
+const COPY_UP_TO: usize = 1 << 14;
+
+/// Bits of the value range resolved per radix pass (a 2048-bucket histogram).
+const RADIX_BITS: u32 = 11;
+
 impl Summary {
+    /// Summary of the values of all `parts` together, without copying large inputs: p50 and
+    /// p99 come from a radix selection, a few passes over the values (each resolves 11 bits
+    /// of the value range). The result equals [`Summary::of`] on the concatenation.
+    pub fn of_parts(parts: &[&[u64]]) -> Summary {
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        if n <= COPY_UP_TO {
+            return Summary::of(&mut parts.concat());
+        }
+        let values = || parts.iter().flat_map(|p| p.iter().copied());
+        let (mut total, mut min, mut max) = (0u64, u64::MAX, 0u64);
+        for x in values() {
+            total += x;
+            min = min.min(x);
+            max = max.max(x);
+        }
+        let (k50, k99) = ranks(n);
+        // Per percentile: its value lies in [lo, lo + 2^bits), and `rank` values below it
+        // lie in that range too.
+        let mut lo = [min; 2];
+        let mut bits = [u64::BITS - (max - min).leading_zeros(); 2];
+        let mut rank = [k50 as u64, k99 as u64];
+        while bits.iter().any(|&b| b > 0) {
+            let shift = bits.map(|b| b.saturating_sub(RADIX_BITS));
+            let mut hist = [[0u64; 1 << RADIX_BITS]; 2];
+            for x in values() {
+                for t in 0..2 {
+                    let d = x.wrapping_sub(lo[t]);
+                    if bits[t] > 0 && x >= lo[t] && (bits[t] == u64::BITS || d >> bits[t] == 0) {
+                        hist[t][(d >> shift[t]) as usize] += 1;
+                    }
+                }
+            }
+            for t in 0..2 {
+                if bits[t] == 0 {
+                    continue;
+                }
+                let mut below = 0u64;
+                for (b, &c) in hist[t].iter().enumerate() {
+                    if below + c > rank[t] {
+                        rank[t] -= below;
+                        lo[t] += (b as u64) << shift[t];
+                        break;
+                    }
+                    below += c;
+                }
+                bits[t] = shift[t];
+            }
+        }
+        Summary {
+            n: n as u64,
+            total_ns: total,
+            min_ns: min,
+            mean_ns: total as f64 / n as f64,
+            p50_ns: lo[0],
+            p99_ns: lo[1],
+            max_ns: max,
+        }
+    }
+
     /// Summary of `v` (reordered in place: the percentiles are selected, not fully sorted).
     pub fn of(v: &mut [u64]) -> Summary {
         if v.is_empty() {
             return Summary::default();
         }
         let n = v.len();
-        // Nearest-rank indices as in `percentile`; p50 <= p99.
-        let rank = |p: f64| (((p / 100.0) * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let (k50, k99) = (rank(50.0), rank(99.0));
+        // p50 <= p99.
+        let (k50, k99) = ranks(n);
         let (below, &mut p99, _) = v.select_nth_unstable(k99);
         let p50 = if k50 < k99 {
             *below.select_nth_unstable(k50).1
@@ -76,5 +147,36 @@ mod tests {
         assert_eq!((s.min_ns, s.max_ns), (sorted[0], sorted[999]));
         let s = Summary::of(&mut [5]);
         assert_eq!((s.p50_ns, s.p99_ns, s.min_ns, s.max_ns), (5, 5, 5, 5));
+    }
+
+    /// The radix selection over parts gives what selection on the concatenation gives:
+    /// wide and narrow ranges, ties, extremes, empty parts.
+    #[test]
+    fn parts_match_the_concatenation() {
+        let mut x = 99u64;
+        let mut rnd = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let sets: Vec<Vec<u64>> = vec![
+            (0..50_000).map(|_| rnd() % 1_000_000).collect(),
+            (0..40_000).map(|_| rnd() >> 20).collect(),
+            (0..30_000).map(|_| 7 + rnd() % 3).collect(),
+            vec![42; 20_000],
+            (0..20_000)
+                .map(|i| if i % 2 == 0 { 0 } else { 1 << 48 })
+                .collect(),
+            (0..100).collect(),
+        ];
+        for v in &sets {
+            for cut in [0, 1, v.len() / 3, v.len()] {
+                let parts: Vec<&[u64]> = vec![&v[..cut], &[], &v[cut..]];
+                let want = Summary::of(&mut v.clone());
+                assert_eq!(Summary::of_parts(&parts), want, "n {} cut {cut}", v.len());
+            }
+        }
+        assert_eq!(Summary::of_parts(&[]), Summary::default());
     }
 }
