@@ -15,10 +15,9 @@ pub const IDLE_TASK: u32 = u32::MAX;
 pub const UNKNOWN_STATE: u32 = u32::MAX - 1;
 const EXIT: u64 = 0xffff_ffff;
 
-/// One idle period of one CPU.
+/// One idle period of one CPU (24 bytes: a trace has hundreds of thousands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Period {
-    pub cpu: u32,
     pub state: u32,
     pub start: u64,
     pub end: u64,
@@ -90,18 +89,17 @@ struct Track {
 }
 
 impl Track {
-    fn enter(&mut self, cpu: u32, ts: u64, state: u32) {
+    fn enter(&mut self, ts: u64, state: u32) {
         if self.open.is_some() {
-            self.close(cpu, ts, 0);
+            self.close(ts, 0);
         }
         self.open = Some((ts, state));
         self.seen = true;
     }
     /// Close the open period at `ts`; an exit seen first means idle since `t0`.
-    fn close(&mut self, cpu: u32, ts: u64, t0: u64) -> bool {
+    fn close(&mut self, ts: u64, t0: u64) -> bool {
         if let Some((start, state)) = self.open.take() {
             self.periods.push(Period {
-                cpu,
                 state,
                 start,
                 end: ts,
@@ -112,7 +110,6 @@ impl Track {
         } else if !self.seen {
             self.seen = true;
             self.periods.push(Period {
-                cpu,
                 state: UNKNOWN_STATE,
                 start: t0,
                 end: ts,
@@ -124,10 +121,9 @@ impl Track {
             false
         }
     }
-    fn finish(&mut self, cpu: u32, t1: u64) {
+    fn finish(&mut self, t1: u64) {
         if let Some((start, state)) = self.open.take() {
             self.periods.push(Period {
-                cpu,
                 state,
                 start,
                 end: t1,
@@ -214,7 +210,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
             p.source.insert(c, Source::None);
             continue;
         };
-        track.finish(c, t1);
+        track.finish(t1);
         if track.unswitched > 0 {
             unswitched.push(format!(
                 "CPU {c}: {} of {}",
@@ -324,7 +320,7 @@ fn walk(
                     } else {
                         ev.ts[i]
                     };
-                    t.close(c as u32, end, t0);
+                    t.close(end, t0);
                     t.unswitched += 1;
                 }
             }
@@ -339,9 +335,9 @@ fn walk(
             }
             let state = trace.u64_at(i, fs);
             if state == EXIT {
-                ci[cpu].close(cpu as u32, ev.ts[i], t0);
+                ci[cpu].close(ev.ts[i], t0);
             } else {
-                ci[cpu].enter(cpu as u32, ev.ts[i], state as u32);
+                ci[cpu].enter(ev.ts[i], state as u32);
             }
         } else if id == sw_id {
             let c = ev.cpu[i] as usize;
@@ -349,11 +345,11 @@ fn walk(
                 continue;
             };
             if trace.i64_at(i, fp) == 0 {
-                it[c].close(c as u32, ev.ts[i], t0);
+                it[c].close(ev.ts[i], t0);
             }
             it[c].seen = true;
             if trace.i64_at(i, fnx) == 0 {
-                it[c].enter(c as u32, ev.ts[i], IDLE_TASK);
+                it[c].enter(ev.ts[i], IDLE_TASK);
             }
         }
     }
@@ -758,9 +754,8 @@ impl Tabular for IdleReport {
 mod tests {
     use super::*;
 
-    fn period(cpu: u32, start: u64, end: u64) -> Period {
+    fn period(start: u64, end: u64) -> Period {
         Period {
-            cpu,
             state: 1,
             start,
             end,
@@ -788,7 +783,7 @@ mod tests {
                 for _ in 0..rnd(30) {
                     let s = t + rnd(3);
                     let e = s + rnd(4);
-                    v.push(period(c, s, e));
+                    v.push(period(s, e));
                     t = e;
                 }
                 p.by_cpu.insert(c, v);
@@ -798,9 +793,8 @@ mod tests {
             assert_eq!(overlap(&p, &cpus), sweep(&lists), "round {round}");
         }
         let mut p = Periods::default();
-        p.by_cpu
-            .insert(0, vec![period(0, 10, 20), period(0, 0, 15)]);
-        p.by_cpu.insert(1, vec![period(1, 5, 30)]);
+        p.by_cpu.insert(0, vec![period(10, 20), period(0, 15)]);
+        p.by_cpu.insert(1, vec![period(5, 30)]);
         // CPU 0's own periods overlap in 10..15: the sweep counts them twice there
         assert_eq!(overlap(&p, &[0, 1]), 10);
         assert_eq!(overlap(&p, &[1, 2]), 0);
