@@ -105,27 +105,26 @@ pub fn start_arena(bytes: usize) -> bool {
     true
 }
 
+/// A block from the arena, else from `system` with the huge-page hint.
+fn arena_or(layout: Layout, system: impl FnOnce() -> *mut u8) -> *mut u8 {
+    let p = arena_alloc(layout);
+    if !p.is_null() {
+        return p;
+    }
+    let p = system();
+    advise(p, layout.size());
+    p
+}
+
 // SAFETY: every call goes to `System`, except blocks handed out from the arena, a mapping
 // this allocator owns for the life of the process; arena blocks are never reused.
 unsafe impl GlobalAlloc for HugeForLarge {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = arena_alloc(layout);
-        if !p.is_null() {
-            return p;
-        }
-        let p = System.alloc(layout);
-        advise(p, layout.size());
-        p
+        arena_or(layout, || System.alloc(layout))
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // Arena memory is fresh and never reused: already zero.
-        let p = arena_alloc(layout);
-        if !p.is_null() {
-            return p;
-        }
-        let p = System.alloc_zeroed(layout);
-        advise(p, layout.size());
-        p
+        arena_or(layout, || System.alloc_zeroed(layout))
     }
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         if in_arena(p) {
