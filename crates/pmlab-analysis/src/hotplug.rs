@@ -1006,7 +1006,7 @@ mod tests {
                 (0x8000, "kvm_online_cpu"),
                 (0x9000, "smpcfd_prepare_cpu"),
             ];
-            t.kallsyms = syms.iter().map(|(a, s)| (*a, s.to_string())).collect();
+            t.kallsyms = pmlab_trace::Kallsyms::from_pairs(syms);
             B { t }
         }
         fn push(&mut self, ts: u64, cpu: u32, pid: i32, id: u16, body: &[u8]) {

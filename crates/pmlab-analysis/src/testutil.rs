@@ -189,8 +189,10 @@ impl Builder {
     }
 
     pub fn sym(&mut self, addr: u64, name: &str) {
-        self.t.kallsyms.push((addr, name.into()));
-        self.t.kallsyms.sort();
+        let mut all: Vec<(u64, &str)> = self.t.kallsyms.iter().collect();
+        all.push((addr, name));
+        all.sort();
+        self.t.kallsyms = pmlab_trace::Kallsyms::from_pairs(all);
     }
     pub fn comm(&mut self, pid: i32, name: &str) {
         self.t.cmdlines.insert(pid, name.into());

@@ -7,6 +7,7 @@ use std::io::Read;
 
 use crate::error::{FormatError, Malformed};
 use crate::format::{parse_format_opts, parse_header_page, HeaderPage};
+use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, Events, Raw, Trace, TraceMeta};
 use crate::page::{PageCursor, PageLayout};
 
@@ -619,7 +620,7 @@ pub fn huge_vec<T>(cap: usize) -> Vec<T> {
 fn build_trace(
     bytes: &[u8],
     keep: impl FnOnce() -> Raw,
-    h: Headers,
+    mut h: Headers,
     opts: &LoadOptions,
 ) -> R<Trace> {
     let endian = if h.big { Endian::Big } else { Endian::Little };
@@ -655,9 +656,9 @@ fn build_trace(
         .unwrap_or_default();
 
     // kallsyms (megabytes of text) is parsed on another thread while the events merge.
-    let kallsyms_text = h.kallsyms.as_deref().filter(|_| opts.kallsyms);
+    let kallsyms_text = h.kallsyms.take().filter(|_| opts.kallsyms);
     let (kallsyms, decoded) = std::thread::scope(|sc| {
-        let kallsyms = kallsyms_text.map(|text| sc.spawn(move || parse_kallsyms(text)));
+        let kallsyms = kallsyms_text.map(|text| sc.spawn(move || Kallsyms::parse(text)));
         let decoded = decode_events(bytes, keep, &h, layout, type_off, pid_off);
         let kallsyms = kallsyms.map(|k| k.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         (kallsyms.unwrap_or_default(), decoded)
@@ -1219,82 +1220,6 @@ pub fn parse_cmdlines(text: &str) -> HashMap<i32, String> {
     m
 }
 
-/// `/proc/kallsyms`, keeping what libtraceevent keeps (no `$` names, no absolute symbols),
-/// sorted by address; equal addresses end in reverse file order, as libtraceevent leaves them
-/// (it prepends each symbol to a list, then sorts).
-pub fn parse_kallsyms(text: &str) -> Vec<(u64, String)> {
-    let b = text.as_bytes();
-    let mut v = Vec::with_capacity(b.len() / 40);
-    let mut pos = 0;
-    while pos < b.len() {
-        let (sym, read) = kallsyms_line(&text[pos..]);
-        v.extend(sym);
-        let from = pos + read;
-        pos = b[from..]
-            .iter()
-            .position(|&c| c == b'\n')
-            .map_or(b.len(), |e| from + e + 1);
-    }
-    // The file is nearly sorted already: a stable sort, then each run of equal addresses
-    // reversed.
-    v.sort_by_key(|e| e.0);
-    let mut i = 0;
-    while i < v.len() {
-        let j = i + v[i..].iter().take_while(|e| e.0 == v[i].0).count();
-        v[i..j].reverse();
-        i = j;
-    }
-    v
-}
-
-/// The symbol on the line `text` begins with (`ADDR TYPE NAME[\tMODULE]`), unless
-/// libtraceevent drops it, and how many bytes of that line were read.
-fn kallsyms_line(text: &str) -> (Option<(u64, String)>, usize) {
-    let b = text.as_bytes();
-    // The kernel's own layout first: hex, a space, the type, a space, the name up to a tab.
-    let mut addr = 0u64;
-    let mut i = 0;
-    while i < b.len() && i <= 16 {
-        let Some(d) = (b[i] as char).to_digit(16) else {
-            break;
-        };
-        addr = (addr << 4) | u64::from(d);
-        i += 1;
-    }
-    if (1..=16).contains(&i)
-        && b.len() > i + 3
-        && b[i] == b' '
-        && b[i + 2] == b' '
-        && !b[i + 1].is_ascii_whitespace()
-    {
-        let (kind, rest) = (b[i + 1], &b[i + 3..]);
-        let n = rest
-            .iter()
-            .position(|c| c.is_ascii_whitespace())
-            .unwrap_or(rest.len());
-        if n > 0 && rest.get(n).is_none_or(|&c| c == b'\t' || c == b'\n') {
-            let kept = rest[0] != b'$' && kind != b'A' && kind != b'a';
-            return (
-                kept.then(|| (addr, text[i + 3..i + 3 + n].to_string())),
-                i + 3 + n,
-            );
-        }
-    }
-    // Any other spacing: whitespace-separated fields.
-    let line = text.split('\n').next().unwrap_or("");
-    let mut it = line.split_ascii_whitespace();
-    let (Some(a), Some(t), Some(name)) = (it.next(), it.next(), it.next()) else {
-        return (None, 0);
-    };
-    let Ok(addr) = u64::from_str_radix(a, 16) else {
-        return (None, 0);
-    };
-    if name.starts_with('$') || t == "A" || t == "a" {
-        return (None, 0);
-    }
-    (Some((addr, name.to_string())), 0)
-}
-
 /// `printk_formats`: `0xADDR : "format"` per line.
 pub fn parse_printk_formats(text: &str) -> HashMap<u64, String> {
     let mut m = HashMap::new();
@@ -1319,65 +1244,4 @@ pub fn parse_printk_formats(text: &str) -> HashMap<u64, String> {
         m.insert(addr, s);
     }
     m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_kallsyms;
-
-    /// The rule in its plainest form: whitespace-separated fields, reversed, stably sorted.
-    fn reference(text: &str) -> Vec<(u64, String)> {
-        let mut v = Vec::new();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split_ascii_whitespace().collect();
-            let (Some(a), Some(t), Some(name)) = (f.first(), f.get(1), f.get(2)) else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(a, 16) else {
-                continue;
-            };
-            if !name.starts_with('$') && *t != "A" && *t != "a" {
-                v.push((addr, name.to_string()));
-            }
-        }
-        v.reverse();
-        v.sort_by_key(|e| e.0);
-        v
-    }
-
-    #[test]
-    fn kallsyms_matches_the_plain_rule() {
-        let text = "ffffffff81000000 T _stext\n\
-                    ffffffff81000010 t same_a\n\
-                    ffffffff81000010 t same_b\tsome_mod\n\
-                    ffffffff81000010 T same_c\n\
-                    ffffffff80000000 t earlier\t[kvm]\n\
-                    0000000000000000 A fixed_percpu_data\n\
-                    ffffffff81000020 a abs_local\n\
-                    ffffffff81000030 t $x\n\
-                    \n\
-                    zz\n\
-                    qq T not_hex\n\
-                    +1f T plus\n\
-                    -1 T minus\n\
-                    00000000000000000001 T twenty_digits\n\
-                    fffffffffffffffff T seventeen_digits\n\
-                    2 T  two_spaces  \n\
-                    3 tt long_type\n\
-                    4 t cr_end\r\n\
-                    5\tt\ttabs\n\
-                    6 t name with spaces\n\
-                    7 t\n\
-                    8 t last_without_newline";
-        let got = parse_kallsyms(text);
-        assert_eq!(got, reference(text));
-        // Equal addresses in reverse file order.
-        let same: Vec<&str> = got
-            .iter()
-            .filter(|e| e.0 == 0xffffffff81000010)
-            .map(|e| e.1.as_str())
-            .collect();
-        assert_eq!(same, ["same_c", "same_b", "same_a"]);
-        assert_eq!(got.first().map(|e| e.1.as_str()), Some("twenty_digits"));
-    }
 }

@@ -4,6 +4,7 @@
 pub mod dat;
 pub mod error;
 pub mod format;
+pub mod kallsyms;
 pub mod model;
 mod open;
 pub mod page;
@@ -14,6 +15,7 @@ pub mod text;
 pub mod writer;
 
 pub use error::{FormatError, Malformed, TraceError};
+pub use kallsyms::Kallsyms;
 pub use model::{
     Endian, EventFormat, Events, Field, FieldKind, FieldRef, LocKind, Trace, TraceMeta,
 };

@@ -298,8 +298,8 @@ pub struct Trace {
     pub events: Events,
     /// pid → comm from saved_cmdlines.
     pub cmdlines: HashMap<i32, String>,
-    /// Sorted (address, symbol) pairs from kallsyms.
-    pub kallsyms: Vec<(u64, String)>,
+    /// Kernel symbols from kallsyms, sorted by address.
+    pub kallsyms: crate::kallsyms::Kallsyms,
     /// printk format strings by address (for bprint).
     pub printk_formats: HashMap<u64, String>,
     /// Events lost per CPU as counted from page headers (None where unknown).
@@ -412,12 +412,7 @@ impl Trace {
 
     /// The kernel symbol containing `addr`, if kallsyms has one at or below it.
     pub fn sym(&self, addr: u64) -> Option<&str> {
-        let idx = self.kallsyms.partition_point(|(a, _)| *a <= addr);
-        if idx == 0 {
-            None
-        } else {
-            Some(self.kallsyms[idx - 1].1.as_str())
-        }
+        self.kallsyms.containing(addr)
     }
 
     /// The command name of `pid` from saved cmdlines.

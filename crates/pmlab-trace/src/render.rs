@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::Write;
 
+use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, FieldKind, Trace};
 
 // ---------------------------------------------------------------------------
@@ -731,7 +732,7 @@ pub struct Renderer<'t> {
     trace: &'t Trace,
     events: HashMap<u16, EventR>,
     /// kallsyms in libtraceevent's order, for `%pS`.
-    funcs: &'t [(u64, String)],
+    funcs: &'t Kallsyms,
     big: bool,
     long_size: u32,
     buffer_width: usize,
@@ -1153,7 +1154,7 @@ impl<'t> Renderer<'t> {
 
     /// `%pS`-style: symbol (+offset), or the address in hex.
     fn print_function(&self, out: &mut Vec<u8>, addr: u64, with_offset: bool) {
-        match find_func(self.funcs, addr) {
+        match self.funcs.function_at(addr) {
             Some((a, name)) => {
                 out.extend_from_slice(name.as_bytes());
                 if with_offset {
@@ -1290,27 +1291,6 @@ fn eval_type(val: u64, ty: &str) -> u64 {
     }
 }
 
-/// libtraceevent's function lookup: glibc bsearch over the sorted map where entry `k`
-/// covers [addr_k, addr_{k+1}), and the last entry only its exact address.
-fn find_func(funcs: &[(u64, String)], addr: u64) -> Option<(u64, &str)> {
-    let n = funcs.len();
-    let (mut l, mut u) = (0usize, n);
-    while l < u {
-        let idx = (l + u) / 2;
-        let a = funcs[idx].0;
-        let next = if idx + 1 < n { funcs[idx + 1].0 } else { 0 };
-        if addr == a || (addr > a && addr < next) {
-            return Some((a, funcs[idx].1.as_str()));
-        }
-        if addr < a {
-            u = idx;
-        } else {
-            l = idx + 1;
-        }
-    }
-    None
-}
-
 /// Write every event of `trace` as `trace-cmd report -R -t` does, header first.
 pub fn dump<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
     let r = Renderer::new(trace);
@@ -1397,19 +1377,5 @@ mod tests {
             a,
             vec!["REC->a".to_string(), "__get_str(b, (1,2))".to_string()]
         );
-    }
-
-    #[test]
-    fn func_lookup_like_libtraceevent() {
-        let f = vec![
-            (10, "a".to_string()),
-            (20, "b".to_string()),
-            (30, "c".to_string()),
-        ];
-        assert_eq!(find_func(&f, 15), Some((10, "a")));
-        assert_eq!(find_func(&f, 20), Some((20, "b")));
-        assert_eq!(find_func(&f, 30), Some((30, "c")));
-        assert_eq!(find_func(&f, 31), None);
-        assert_eq!(find_func(&f, 5), None);
     }
 }

@@ -530,7 +530,7 @@ fn build(
         formats,
         events: ev,
         cmdlines,
-        kallsyms: Vec::new(),
+        kallsyms: Default::default(),
         printk_formats: HashMap::new(),
         lost,
         source: "ftrace text".into(),
