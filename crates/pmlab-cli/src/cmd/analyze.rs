@@ -132,8 +132,13 @@ fn analyze_file(
     hotplug_states: Option<&[(u32, String)]>,
     last: bool,
 ) -> anyhow::Result<Analyzed> {
-    let trace =
-        pmlab_trace::open(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+    // Only wakeups and hotplug name kernel symbols; the others skip parsing kallsyms.
+    let wants = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
+    let load = pmlab_trace::dat::LoadOptions {
+        kallsyms: wants("wakeups") || wants("hotplug"),
+    };
+    let trace = pmlab_trace::open_with(path, &load)
+        .with_context(|| format!("cannot read trace {}", path.display()))?;
     // The analyses' large blocks (about a third of the file's size in all) come from an
     // arena that never unmaps them.
     if let Ok(m) = std::fs::metadata(path) {
@@ -143,7 +148,7 @@ fn analyze_file(
         model,
         sidecar: crosscheck::load(path),
     };
-    let wants_hotplug = only.is_empty() || only.iter().any(|o| o == "hotplug");
+    let wants_hotplug = wants("hotplug");
     let (report, hotplug) = std::thread::scope(|sc| {
         let hotplug = sc.spawn(|| {
             wants_hotplug.then(|| match hotplug::analyze(&trace, hotplug_states) {
