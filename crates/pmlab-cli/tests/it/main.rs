@@ -12,3 +12,4 @@ mod record;
 mod run;
 mod study;
 mod trace;
+mod whatif;
