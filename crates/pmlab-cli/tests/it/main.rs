@@ -13,3 +13,4 @@ mod record;
 mod run;
 mod study;
 mod trace;
+mod whatif;
