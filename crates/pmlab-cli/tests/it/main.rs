@@ -10,6 +10,7 @@ mod interrupt;
 mod knob;
 mod lab;
 mod observer;
+mod perfetto;
 mod record;
 mod run;
 mod study;
