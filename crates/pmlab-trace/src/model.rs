@@ -274,6 +274,11 @@ pub struct TraceMeta {
     pub compression: Option<String>,
     /// Trace clock ("local", "global", "x86-tsc", ...), when the file says.
     pub clock: Option<String>,
+    /// The recording machine's `uname` as trace-cmd stores it ("sysname nodename release
+    /// machine"), when the file has that option.
+    pub uname: Option<String>,
+    /// The kernel release from `uname` (e.g. "6.18.44").
+    pub kernel_release: Option<String>,
     /// The CPU count trace-cmd reports (`cpus=N`).
     pub cpus_reported: u32,
     /// Buffer (instance) names; index 0 is the top buffer (""). One entry when the file has no instances.
@@ -336,7 +341,7 @@ impl Trace {
     }
 
     #[inline(always)]
-    fn read_uint(&self, b: &[u8]) -> u64 {
+    pub(crate) fn read_uint(&self, b: &[u8]) -> u64 {
         if self.endian == Endian::Little {
             // The usual field sizes, without a loop over bytes.
             match *b {
