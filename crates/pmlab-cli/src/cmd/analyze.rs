@@ -5,7 +5,7 @@
 use crate::alloc;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Extras, Section, KINDS};
+use pmlab_analysis::all::{self, Analysis, Extras, Section};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::hotplug::{self, HotplugReport};
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
@@ -127,15 +127,15 @@ impl Analyzed {
 fn analyze_file(
     path: &Path,
     opts: &Options,
-    only: &[String],
+    only: &[Analysis],
     model: Option<&Model>,
     hotplug_states: Option<&[(u32, String)]>,
     last: bool,
 ) -> anyhow::Result<Analyzed> {
     // Only wakeups and hotplug name kernel symbols; the others skip parsing kallsyms.
-    let wants = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
+    let wants = |a: Analysis| a.selected_in(only);
     let load = pmlab_trace::dat::LoadOptions {
-        kallsyms: wants("wakeups") || wants("hotplug"),
+        kallsyms: wants(Analysis::Wakeups) || wants(Analysis::Hotplug),
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
@@ -148,7 +148,7 @@ fn analyze_file(
         model,
         sidecar: crosscheck::load(path),
     };
-    let wants_hotplug = wants("hotplug");
+    let wants_hotplug = wants(Analysis::Hotplug);
     let (report, hotplug) = std::thread::scope(|sc| {
         let hotplug = sc.spawn(|| {
             wants_hotplug.then(|| match hotplug::analyze(&trace, hotplug_states) {
@@ -183,11 +183,11 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    for o in &args.only {
-        if !KINDS.contains(&o.as_str()) {
-            bail!("unknown analysis {o:?}: choose from {}", KINDS.join(","));
-        }
-    }
+    let only: Vec<Analysis> = args
+        .only
+        .iter()
+        .map(|o| o.parse())
+        .collect::<Result<_, _>>()?;
     let cpus = match &args.cpus {
         Some(l) => Some(
             pmlab_kernel::cpulist::parse_cpu_list(l)
@@ -214,16 +214,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()?;
     let hp = hp_states.as_deref();
     let last = args.baseline.is_none();
-    let analyzed = analyze_file(&args.file, &opts, &args.only, model.as_ref(), hp, last)?;
+    let analyzed = analyze_file(&args.file, &opts, &only, model.as_ref(), hp, last)?;
     let base = match &args.baseline {
-        Some(b) => Some(analyze_file(
-            b,
-            &opts,
-            &args.only,
-            model.as_ref(),
-            hp,
-            true,
-        )?),
+        Some(b) => Some(analyze_file(b, &opts, &only, model.as_ref(), hp, true)?),
         None => None,
     };
     let sections = analyzed.sections();
