@@ -34,6 +34,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Facts about a trace file.
     Trace(cmd::trace::Args),
+    /// Write a trace in another tool's format (Perfetto).
+    Export(cmd::export::Args),
     /// Analyses of a trace: idle, wakeups, hotplug, sched, freq, energy.
     Analyze(cmd::analyze::Args),
     /// Compare two configurations on one workload, statistically.
@@ -50,6 +52,8 @@ enum Command {
     Study(cmd::study::Args),
     /// Render a report for experiments in the store.
     Report(cmd::report::Args),
+    /// What idle polling would have done, replayed from one trace.
+    Whatif(cmd::whatif::Args),
 }
 
 fn main() {
@@ -63,6 +67,7 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Export(a) => cmd::export::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
@@ -71,6 +76,7 @@ fn main() {
         Command::Hotplug(a) => cmd::hotplug::run(a),
         Command::Study(a) => cmd::study::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Whatif(a) => cmd::whatif::run(a),
     };
     if let Err(e) = result {
         eprint!("pmlab: error: {e}");

@@ -5,6 +5,7 @@ pub mod executor;
 pub mod export;
 pub mod hotplug;
 pub mod html;
+pub mod lab;
 pub mod machine;
 pub mod protocol;
 pub mod render;

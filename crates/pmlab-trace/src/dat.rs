@@ -140,6 +140,7 @@ struct Headers {
     cmdlines: Option<String>,
     cpus: u32,
     clock: Option<String>,
+    uname: Option<String>,
     tsc2nsec: bool,
     buffers: Vec<Buffer>,
 }
@@ -431,6 +432,11 @@ fn handle_option(
                 }
             }
         }
+        // UNAME
+        5 => {
+            let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+            h.uname = Some(String::from_utf8_lossy(&data[..end]).trim().to_string());
+        }
         // CPUCOUNT
         8 => {
             h.cpus = d.u32("cpu count")?;
@@ -712,6 +718,7 @@ fn build_trace(
             event_buffer,
             missed_before,
             ts_in_ns,
+            uname: h.uname.clone(),
         },
     })
 }

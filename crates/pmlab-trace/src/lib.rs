@@ -8,6 +8,7 @@ pub mod kallsyms;
 pub mod model;
 mod open;
 pub mod page;
+pub mod perfetto;
 pub mod record;
 pub mod render;
 pub mod summary;

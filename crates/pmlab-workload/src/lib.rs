@@ -7,6 +7,7 @@
 //! drop (errors and panics), `PR_SET_PDEATHSIG` kills them if pmlab dies, and
 //! [`cancel::request`] (async-signal-safe) kills them from a signal handler.
 
+pub mod args;
 pub mod cancel;
 mod children;
 mod cmd;
@@ -114,6 +115,9 @@ pub enum WorkloadError {
         program: String,
         tail: String,
     },
+    /// Words that do not describe a workload (the parser's message says why).
+    #[error("workload {words:?}: {message}")]
+    Words { words: String, message: String },
     #[error("probe: {0}")]
     Probe(String),
     #[error("interrupted")]

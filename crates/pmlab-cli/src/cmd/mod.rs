@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod compare;
 pub mod dump;
+pub mod export;
 pub mod hotplug;
 pub mod info;
 pub mod knob;
@@ -14,3 +15,4 @@ pub mod run_spec;
 pub mod study;
 pub mod sweep;
 pub mod trace;
+pub mod whatif;

@@ -204,17 +204,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let user = if args.as_root { None } else { invoking_user()? };
 
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ])
-    .context("installing signal handlers")?;
-    let signal_handle = signals.handle();
+    let lab = pmlab_lab::lab::Lab::open()?;
+    let lab_signals = lab.signals();
     let (tx, rx) = mpsc::channel::<Event>();
     let sig_tx = tx.clone();
-    let signal_thread = std::thread::spawn(move || {
-        for sig in signals.forever() {
+    // Blocks until a signal (the lab's watcher forwards it): no periodic wake.
+    std::thread::spawn(move || {
+        for sig in lab_signals {
             if sig_tx.send(Event::Signal(sig)).is_err() {
                 break;
             }
@@ -344,8 +340,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let _ = std::fs::remove_file(&sidecar);
         }
     }
-    signal_handle.close();
-    let _ = signal_thread.join();
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -396,8 +390,9 @@ fn progress_bar(duration: Option<Duration>, json: bool) -> Option<indicatif::Pro
     let bar = match duration {
         Some(d) => {
             let b = indicatif::ProgressBar::new(d.as_millis() as u64);
+            b.set_message(format!("{:.3} s", d.as_secs_f64()));
             b.set_style(
-                indicatif::ProgressStyle::with_template("recording {bar:30} {elapsed}/{duration}")
+                indicatif::ProgressStyle::with_template("recording for {msg} (Ctrl-C stops)")
                     .ok()?,
             );
             b
@@ -406,24 +401,14 @@ fn progress_bar(duration: Option<Duration>, json: bool) -> Option<indicatif::Pro
             let b = indicatif::ProgressBar::new_spinner();
             b.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "recording {spinner} {elapsed} (Ctrl-C stops)",
+                    "recording until the command exits (Ctrl-C stops)",
                 )
                 .ok()?,
             );
             b
         }
     };
-    // A slow tick: the bar must not keep waking the CPUs being traced.
-    bar.enable_steady_tick(Duration::from_secs(1));
-    if let Some(d) = duration {
-        let b = bar.clone();
-        let start = Instant::now();
-        std::thread::spawn(move || {
-            while !b.is_finished() {
-                b.set_position(start.elapsed().min(d).as_millis() as u64);
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        });
-    }
+    // Drawn once, never ticked: a ticking bar would wake the CPUs being traced.
+    bar.tick();
     Some(bar)
 }

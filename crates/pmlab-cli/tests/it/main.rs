@@ -8,6 +8,7 @@ mod hotplug;
 mod info;
 mod knob;
 mod lab;
+mod perfetto;
 mod record;
 mod run;
 mod study;
