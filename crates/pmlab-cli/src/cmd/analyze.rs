@@ -2,7 +2,6 @@
 //! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
-use crate::alloc;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
 use pmlab_analysis::all::{self, Analysis, Extras, Section};
@@ -139,11 +138,6 @@ fn analyze_file(
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
-    // The analyses' large blocks (about a third of the file's size in all) come from an
-    // arena that never unmaps them.
-    if let Ok(m) = std::fs::metadata(path) {
-        alloc::start_arena(m.len() as usize + (64 << 20));
-    }
     let extras = Extras {
         model,
         sidecar: crosscheck::load(path),
