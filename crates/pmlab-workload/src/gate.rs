@@ -73,6 +73,38 @@ impl Gate {
         ready
     }
 
+    /// Main: open the gate to run, join the workers (one per CPU of `cpus`, in order) and
+    /// check the run: their results and its wall time, or why it failed (cancelled, a
+    /// worker's error or panic, the probe's `after`).
+    pub(crate) fn run_and_join<T, E: std::fmt::Display>(
+        &self,
+        handles: Vec<JoinHandle<Result<T, E>>>,
+        cpus: &[u32],
+        probe: &mut dyn Probe,
+        workload: &str,
+    ) -> Result<(Vec<(u32, T)>, std::time::Duration), WorkloadError> {
+        let t0 = std::time::Instant::now();
+        self.open(true);
+        let mut results = Vec::with_capacity(cpus.len());
+        let mut failure = None;
+        for (h, &cpu) in handles.into_iter().zip(cpus) {
+            match h.join() {
+                Ok(Ok(r)) => results.push((cpu, r)),
+                Ok(Err(e)) => failure = Some(format!("CPU {cpu}: {e}")),
+                Err(_) => failure = Some(format!("CPU {cpu}: thread panicked")),
+            }
+        }
+        let wall = t0.elapsed();
+        if crate::cancel::is_requested() {
+            return Err(WorkloadError::Cancelled);
+        }
+        if let Some(f) = failure {
+            return Err(WorkloadError::Worker(format!("{workload}: {f}")));
+        }
+        probe.after().map_err(WorkloadError::Probe)?;
+        Ok((results, wall))
+    }
+
     /// Main: release the workers, to run (`true`) or to return at once (`false`).
     pub(crate) fn open(&self, run: bool) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());

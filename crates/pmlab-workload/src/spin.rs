@@ -66,25 +66,7 @@ pub(crate) fn run(
         }
     }
     gate.ready(&mut handles, spawn_error, probe, "spin")?;
-    let t0 = Instant::now();
-    gate.open(true);
-    let mut runtimes = Vec::with_capacity(cpus.len());
-    let mut failure = None;
-    for (h, &cpu) in handles.into_iter().zip(&cpus) {
-        match h.join() {
-            Ok(Ok(ms)) => runtimes.push((cpu, ms)),
-            Ok(Err(e)) => failure = Some(format!("CPU {cpu}: {e}")),
-            Err(_) => failure = Some(format!("CPU {cpu}: thread panicked")),
-        }
-    }
-    let wall = t0.elapsed();
-    if cancel::is_requested() {
-        return Err(WorkloadError::Cancelled);
-    }
-    if let Some(f) = failure {
-        return Err(WorkloadError::Worker(format!("spin: {f}")));
-    }
-    probe.after().map_err(WorkloadError::Probe)?;
+    let (runtimes, wall) = gate.run_and_join(handles, &cpus, probe, "spin")?;
     Ok(WorkloadResult {
         metrics: metrics(&runtimes),
         wall: Nanos(wall.as_nanos() as u64),

@@ -10,7 +10,6 @@ use crate::{cancel, Histogram, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub(crate) const PRIMARY: &str = "latency.p50_us";
 /// Histogram buckets are 1 µs wide, up to 10 ms; later samples count as overflow.
@@ -164,25 +163,7 @@ pub(crate) fn run(opts: &Options, probe: &mut dyn Probe) -> Result<WorkloadResul
         }
     }
     gate.ready(&mut handles, spawn_error, probe, "wakeup")?;
-    let t0 = Instant::now();
-    gate.open(true);
-    let mut per_cpu = Vec::with_capacity(n);
-    let mut failure = None;
-    for (h, &cpu) in handles.into_iter().zip(&cpus) {
-        match h.join() {
-            Ok(Ok(s)) => per_cpu.push((cpu, s)),
-            Ok(Err(e)) => failure = Some(format!("CPU {cpu}: {e}")),
-            Err(_) => failure = Some(format!("CPU {cpu}: thread panicked")),
-        }
-    }
-    let wall = t0.elapsed();
-    if cancel::is_requested() {
-        return Err(WorkloadError::Cancelled);
-    }
-    if let Some(f) = failure {
-        return Err(WorkloadError::Worker(format!("wakeup: {f}")));
-    }
-    probe.after().map_err(WorkloadError::Probe)?;
+    let (per_cpu, wall) = gate.run_and_join(handles, &cpus, probe, "wakeup")?;
     Ok(WorkloadResult {
         metrics: metrics(&per_cpu),
         wall: Nanos(wall.as_nanos() as u64),
