@@ -118,15 +118,27 @@ impl CounterSource {
     }
 }
 
+/// An error with its causes: `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s += &format!(": {c}");
+        cause = c.source();
+    }
+    s
+}
+
 impl SideSource for CounterSource {
     fn before(&mut self) -> Result<(), String> {
-        self.before =
-            Some(pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?);
+        self.before = Some(
+            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?,
+        );
         Ok(())
     }
     fn after(&mut self) -> Result<Vec<Metric>, String> {
         let after =
-            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?;
+            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?;
         match self.before.take() {
             Some(before) => Ok(pmlab_kernel::counters::delta_metrics(&before, &after)),
             None => Ok(Vec::new()),
@@ -294,6 +306,39 @@ mod tests {
                 pmlab_kernel::Direction::Neutral,
             )])
         }
+    }
+
+    #[test]
+    fn counter_side_metrics_after_a_run() {
+        let mut sources: Vec<Box<dyn SideSource>> =
+            vec![Box::new(CounterSource::new(PathBuf::from("/")))];
+        let mut p = SourcesProbe {
+            sources: &mut sources,
+            metrics: Vec::new(),
+        };
+        pmlab_workload::run(
+            &WorkloadSpec::Idle {
+                duration: pmlab_kernel::Nanos(20_000_000),
+            },
+            &mut p,
+        )
+        .unwrap();
+        let window = p
+            .metrics
+            .iter()
+            .find(|m| m.name == "counters.window_s")
+            .unwrap()
+            .value;
+        assert!(window >= 0.02, "{window}");
+        assert!(p.metrics.iter().any(|m| m.name == "ctxt.per_s"));
+    }
+
+    #[test]
+    fn missing_counter_tree_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CounterSource::new(dir.path().to_path_buf());
+        let e = c.before().unwrap_err();
+        assert!(e.contains("proc/stat") && e.contains("No such file"), "{e}");
     }
 
     #[test]

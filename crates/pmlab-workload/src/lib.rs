@@ -16,7 +16,6 @@ mod gate;
 mod idle;
 mod messaging;
 mod pipe;
-mod probe;
 pub mod spec;
 mod spin;
 pub mod units;
@@ -25,8 +24,8 @@ mod wakeup;
 use pmlab_kernel::{Metric, Nanos};
 use serde::{Deserialize, Serialize};
 
+pub use cmd::invoking_user;
 pub use cpus::{allowed_cpus, parse_cpu_list};
-pub use probe::CounterProbe;
 pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
 /// Called around the measured part of a workload (counter snapshots, trace start/stop).

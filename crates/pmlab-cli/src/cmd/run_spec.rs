@@ -147,6 +147,33 @@ pub fn split_workload(words: &[String]) -> (Vec<String>, Vec<String>) {
     (words[..n].to_vec(), words[n..].to_vec())
 }
 
+/// Refuse an option of the command (`--max-runs`, `--db`, ...) written among the workload's
+/// words, where the workload's parser would only call it unexpected: name it as pmlab's and
+/// say to put it before the workload. `command` is the subcommand's clap definition.
+pub fn check_misplaced_options(command: clap::Command, workload: &[String]) -> anyhow::Result<()> {
+    let Some(kind) = workload.first() else {
+        return Ok(());
+    };
+    let own = pmlab_workload::args::long_options(kind);
+    let name = command.get_name().to_string();
+    for word in workload[1..].iter().take_while(|w| *w != "--") {
+        let Some(long) = word.strip_prefix("--") else {
+            continue;
+        };
+        let long = long.split_once('=').map_or(long, |(n, _)| n);
+        if own.iter().any(|o| o == long) {
+            continue;
+        }
+        if command.get_arguments().any(|a| a.get_long() == Some(long)) {
+            bail!(
+                "`--{long}` is an option of `pmlab {name}`, not of the workload `{kind}`: put it \
+                 before the workload (e.g. `pmlab {name} --{long} ... {kind} ...`)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The command line, for the store.
 pub fn command_line() -> String {
     std::env::args()
