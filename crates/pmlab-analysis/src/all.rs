@@ -14,9 +14,58 @@ use pmlab_trace::Trace;
 use serde::Serialize;
 
 /// The analyses `pmlab analyze --only` selects from (hotplug lives in its own module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Analysis {
+    Idle,
+    Wakeups,
+    Hotplug,
+    Sched,
+    Freq,
+    Energy,
+    Haltpoll,
+}
+
+/// The analyses' names, in [`Analysis::ALL`] order (for listings, e.g. the Python module's).
 pub const KINDS: &[&str] = &[
     "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll",
 ];
+
+impl Analysis {
+    pub const ALL: [Analysis; 7] = [
+        Analysis::Idle,
+        Analysis::Wakeups,
+        Analysis::Hotplug,
+        Analysis::Sched,
+        Analysis::Freq,
+        Analysis::Energy,
+        Analysis::Haltpoll,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+
+    /// Whether a selection (empty: all analyses) includes this one.
+    pub fn selected_in(self, only: &[Analysis]) -> bool {
+        only.is_empty() || only.contains(&self)
+    }
+}
+
+/// An `--only` name that is not an analysis.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll")]
+pub struct UnknownAnalysis(pub String);
+
+impl std::str::FromStr for Analysis {
+    type Err = UnknownAnalysis;
+    fn from_str(s: &str) -> Result<Analysis, UnknownAnalysis> {
+        Analysis::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownAnalysis(s.to_string()))
+    }
+}
 
 /// One analysis's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -110,9 +159,9 @@ pub struct Extras<'a> {
     pub sidecar: Option<Result<Sidecar, String>>,
 }
 
-/// Run the analyses named in `only` (all of [`KINDS`] when empty).
-pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Report {
-    let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
+/// Run the analyses named in `only` (all of them when empty; hotplug is the caller's).
+pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> Report {
+    let want = |a: Analysis| a.selected_in(only);
     let ev = &trace.events;
     let mut r = Report {
         source: trace.source.clone(),
@@ -121,17 +170,19 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         span_ns: ev.ts.last().copied().unwrap_or(0) - ev.ts.first().copied().unwrap_or(0),
         ..Default::default()
     };
-    let needs_periods =
-        want("idle") || want("wakeups") || want("energy") || extras.sidecar.is_some();
-    let wants_idle_rep = want("idle") || extras.sidecar.is_some();
+    let needs_periods = want(Analysis::Idle)
+        || want(Analysis::Wakeups)
+        || want(Analysis::Energy)
+        || extras.sidecar.is_some();
+    let wants_idle_rep = want(Analysis::Idle) || extras.sidecar.is_some();
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
     // sched, freq and haltpoll on another meanwhile.
     let (periods, idle_rep, wake, (sched, freq, haltpoll)) = std::thread::scope(|sc| {
         let others = sc.spawn(|| {
             (
-                want("sched").then(|| sched::analyze(trace, opts)),
-                want("freq").then(|| freq::analyze(trace, opts)),
-                want("haltpoll").then(|| haltpoll::analyze(trace, opts)),
+                want(Analysis::Sched).then(|| sched::analyze(trace, opts)),
+                want(Analysis::Freq).then(|| freq::analyze(trace, opts)),
+                want(Analysis::Haltpoll).then(|| haltpoll::analyze(trace, opts)),
             )
         });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
@@ -146,7 +197,7 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
                         Err(m) => Err(m.clone()),
                     })
             });
-            let wake = want("wakeups").then(|| match periods.as_ref().expect("computed") {
+            let wake = want(Analysis::Wakeups).then(|| match periods.as_ref().expect("computed") {
                 Ok(p) => wakeups::analyze_with(trace, opts, p),
                 Err(_) => wakeups::analyze(trace, opts),
             });
@@ -154,14 +205,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         });
         (periods, idle_rep, wake, joined(others))
     });
-    if want("idle") {
+    if want(Analysis::Idle) {
         r.idle = idle_rep.clone().map(outcome);
     }
     r.wakeups = wake.map(outcome);
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
     r.haltpoll = haltpoll.map(outcome);
-    if want("energy") {
+    if want(Analysis::Energy) {
         r.energy = Some(match (extras.model, periods.as_ref().expect("computed")) {
             (None, _) => Outcome::Skipped {
                 skipped:
@@ -222,8 +273,8 @@ impl Report {
 
 /// Whether the analyses in `only` (all when empty) name kernel symbols, so the trace must
 /// be opened with kallsyms: only wakeups and hotplug do.
-pub fn needs_kallsyms(only: &[String]) -> bool {
-    only.is_empty() || only.iter().any(|o| o == "wakeups" || o == "hotplug")
+pub fn needs_kallsyms(only: &[Analysis]) -> bool {
+    Analysis::Wakeups.selected_in(only) || Analysis::Hotplug.selected_in(only)
 }
 
 /// What `pmlab analyze` computes for one trace: the analyses of [`run`], and hotplug steps.
@@ -258,11 +309,11 @@ impl Analyzed {
 pub fn analyze(
     trace: &Trace,
     opts: &Options,
-    only: &[String],
+    only: &[Analysis],
     extras: Extras,
     hotplug_states: Option<&[(u32, String)]>,
 ) -> Analyzed {
-    let wants_hotplug = only.is_empty() || only.iter().any(|o| o == "hotplug");
+    let wants_hotplug = Analysis::Hotplug.selected_in(only);
     let (report, hotplug) = std::thread::scope(|sc| {
         let hotplug = sc.spawn(|| {
             wants_hotplug.then(|| outcome(crate::hotplug::analyze(trace, hotplug_states)))

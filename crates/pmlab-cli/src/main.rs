@@ -1,10 +1,6 @@
 //! The `pmlab` binary: argument parsing and printing only; the work lives in the library crates.
 
-mod alloc;
 mod cmd;
-
-#[global_allocator]
-static ALLOC: alloc::HugeForLarge = alloc::HugeForLarge;
 
 use clap::{Parser, Subcommand};
 

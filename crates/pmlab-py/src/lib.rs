@@ -355,15 +355,12 @@ fn analyze<'py>(
     only: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use pmlab_analysis::all;
-    let only = only.unwrap_or_default();
-    for o in &only {
-        if !all::KINDS.contains(&o.as_str()) {
-            return Err(PmlabError::new_err(format!(
-                "unknown analysis {o:?}: choose from {}",
-                all::KINDS.join(",")
-            )));
-        }
-    }
+    let only: Vec<all::Analysis> = only
+        .unwrap_or_default()
+        .iter()
+        .map(|o| o.parse())
+        .collect::<Result<_, all::UnknownAnalysis>>()
+        .map_err(|e| PmlabError::new_err(e.to_string()))?;
     let tables = py.detach(|| -> PyResult<Vec<(String, Table)>> {
         let load = LoadOptions {
             kallsyms: all::needs_kallsyms(&only),

@@ -2,10 +2,9 @@
 //! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
-use crate::alloc;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Analyzed, Extras, Section, KINDS};
+use pmlab_analysis::all::{self, Analysis, Analyzed, Extras, Section};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
 use std::collections::BTreeMap;
@@ -120,7 +119,7 @@ pub(crate) fn parse_cpus(
 fn analyze_file(
     path: &Path,
     opts: &Options,
-    only: &[String],
+    only: &[Analysis],
     model: Option<&Model>,
     hotplug_states: Option<&[(u32, String)]>,
     last: bool,
@@ -132,11 +131,6 @@ fn analyze_file(
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
-    // The analyses' large blocks (about a third of the file's size in all) come from an
-    // arena that never unmaps them.
-    if let Ok(m) = std::fs::metadata(path) {
-        alloc::start_arena(m.len() as usize + (64 << 20));
-    }
     let extras = Extras {
         model,
         sidecar: crosscheck::load(path),
@@ -167,11 +161,11 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    for o in &args.only {
-        if !KINDS.contains(&o.as_str()) {
-            bail!("unknown analysis {o:?}: choose from {}", KINDS.join(","));
-        }
-    }
+    let only: Vec<Analysis> = args
+        .only
+        .iter()
+        .map(|o| o.parse())
+        .collect::<Result<_, _>>()?;
     let cpus = parse_cpus(args.cpus.as_deref())?;
     let states = args.idle_states.as_deref().map(parse_states).transpose()?;
     let opts = Options {
@@ -190,16 +184,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()?;
     let hp = hp_states.as_deref();
     let last = args.baseline.is_none();
-    let analyzed = analyze_file(&args.file, &opts, &args.only, model.as_ref(), hp, last)?;
+    let analyzed = analyze_file(&args.file, &opts, &only, model.as_ref(), hp, last)?;
     let base = match &args.baseline {
-        Some(b) => Some(analyze_file(
-            b,
-            &opts,
-            &args.only,
-            model.as_ref(),
-            hp,
-            true,
-        )?),
+        Some(b) => Some(analyze_file(b, &opts, &only, model.as_ref(), hp, true)?),
         None => None,
     };
     let sections = analyzed.sections();

@@ -110,24 +110,13 @@ fn direction_word(d: Direction) -> &'static str {
     }
 }
 
-/// Split `name@cpuN` into (`name`, Some(N)).
-fn split_cpu(name: &str) -> (&str, Option<u32>) {
-    match name.rsplit_once("@cpu") {
-        Some((base, n)) => match n.parse() {
-            Ok(c) => (base, Some(c)),
-            Err(_) => (name, None),
-        },
-        None => (name, None),
-    }
-}
-
-/// Rows = metric names without `@cpuN`, columns = total then each CPU.
+/// Rows = metric names, columns = total then each CPU.
 fn pivot(metrics: &[Metric], total_header: &str, hide_zero_rows: impl Fn(&str) -> bool) -> Table {
     let mut order: Vec<&str> = Vec::new();
     let mut rows: BTreeMap<&str, (Option<&Metric>, BTreeMap<u32, f64>)> = BTreeMap::new();
     let mut cpus: Vec<u32> = Vec::new();
     for m in metrics {
-        let (base, cpu) = split_cpu(&m.name);
+        let (base, cpu) = (m.name.as_str(), m.cpu);
         let row = rows.entry(base).or_insert_with(|| {
             order.push(base);
             (None, BTreeMap::new())
@@ -146,7 +135,7 @@ fn pivot(metrics: &[Metric], total_header: &str, hide_zero_rows: impl Fn(&str) -
     let unit_of = |base: &str| {
         metrics
             .iter()
-            .find(|m| split_cpu(&m.name).0 == base)
+            .find(|m| m.name == base)
             .map(|m| m.unit.clone())
             .unwrap_or_default()
     };
@@ -236,15 +225,4 @@ fn render_human(spec: &WorkloadSpec, r: &WorkloadResult, side: &[Metric]) -> Str
             || base.starts_with("softirq."))
     );
     o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_suffix_splits() {
-        assert_eq!(split_cpu("irq.CAL.per_s@cpu1"), ("irq.CAL.per_s", Some(1)));
-        assert_eq!(split_cpu("idle.share_pct"), ("idle.share_pct", None));
-    }
 }

@@ -176,7 +176,7 @@ pub fn ensure_debugfs(root: &Root) {
     if *root != Root::system() || root.path("/sys/kernel/debug/sched").exists() {
         return;
     }
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::sysinfo::item::is_root() {
         return;
     }
     let c = |s: &str| std::ffi::CString::new(s).unwrap();
