@@ -6,6 +6,7 @@ use crate::energy::{self, EnergyReport, Model};
 use crate::freq::{self, FreqReport};
 use crate::haltpoll::{self, HaltpollReport};
 use crate::idle::{self, IdleReport};
+use crate::replay::{self, WhatifReport};
 use crate::sched::{self, SchedReport};
 use crate::table::Table;
 use crate::wakeups::{self, WakeupsReport};
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 /// The analyses `pmlab analyze --only` selects from (hotplug lives in its own module).
 pub const KINDS: &[&str] = &[
-    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll",
+    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif",
 ];
 
 /// One analysis's outcome.
@@ -101,6 +102,9 @@ pub struct Report {
     pub haltpoll: Option<Outcome<HaltpollReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crosscheck: Option<Outcome<CrossReport>>,
+    /// What idle polling would have done (the haltpoll governor over the default values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<Outcome<WhatifReport>>,
 }
 
 /// Inputs besides the trace.
@@ -121,8 +125,11 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         span_ns: ev.ts.last().copied().unwrap_or(0) - ev.ts.first().copied().unwrap_or(0),
         ..Default::default()
     };
-    let needs_periods =
-        want("idle") || want("wakeups") || want("energy") || extras.sidecar.is_some();
+    let needs_periods = want("idle")
+        || want("wakeups")
+        || want("whatif")
+        || want("energy")
+        || extras.sidecar.is_some();
     let wants_idle_rep = want("idle") || extras.sidecar.is_some();
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
     // sched, freq and haltpoll on another meanwhile.
@@ -146,9 +153,19 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
                         Err(m) => Err(m.clone()),
                     })
             });
-            let wake = want("wakeups").then(|| match periods.as_ref().expect("computed") {
-                Ok(p) => wakeups::analyze_with(trace, opts, p),
-                Err(_) => wakeups::analyze(trace, opts),
+            // The replay's input comes from the same wakeups walk, with detail.
+            let wake = (want("wakeups") || want("whatif")).then(|| {
+                match periods.as_ref().expect("computed") {
+                    Ok(p) if want("whatif") => match replay::prepare_with(trace, opts, p) {
+                        Ok((w, input)) => (Ok(w), Some(Ok(input))),
+                        Err(m) => (wakeups::analyze_with(trace, opts, p), Some(Err(m))),
+                    },
+                    Ok(p) => (wakeups::analyze_with(trace, opts, p), None),
+                    Err(_) => (
+                        wakeups::analyze(trace, opts),
+                        want("whatif").then(|| replay::prepare(trace, opts)),
+                    ),
+                }
             });
             (joined(idle_rep), wake)
         });
@@ -157,7 +174,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
     if want("idle") {
         r.idle = idle_rep.clone().map(outcome);
     }
-    r.wakeups = wake.map(outcome);
+    let (wake, input) = match wake {
+        Some((w, i)) => (Some(w), i),
+        None => (None, None),
+    };
+    if want("wakeups") {
+        r.wakeups = wake.map(outcome);
+    }
+    r.whatif = input.map(|i| outcome(i.map(|i| replay::replay(&i, &replay::Config::default()))));
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
     r.haltpoll = haltpoll.map(outcome);
@@ -215,6 +239,9 @@ impl Report {
         }
         if let Some(o) = &self.haltpoll {
             v.push(o.section("haltpoll"));
+        }
+        if let Some(o) = &self.whatif {
+            v.push(o.section("whatif"));
         }
         v
     }
