@@ -57,15 +57,10 @@ impl HaltpollParams {
             }
             (val, Some(true))
         } else if block_ns > self.guest_halt_poll_ns && self.allow_shrink {
-            let val = if self.shrink == 0 {
-                0
-            } else {
-                let v = limit / self.shrink;
-                if v < self.grow_start {
-                    0
-                } else {
-                    v
-                }
+            // shrink 0 means "to 0"; below grow_start the kernel resets to 0
+            let val = match limit.checked_div(self.shrink) {
+                Some(v) if v >= self.grow_start => v,
+                _ => 0,
             };
             (val, Some(false))
         } else {
