@@ -6,6 +6,7 @@ use crate::energy::{self, EnergyReport, Model};
 use crate::freq::{self, FreqReport};
 use crate::haltpoll::{self, HaltpollReport};
 use crate::idle::{self, IdleReport};
+use crate::replay::{self, WhatifReport};
 use crate::sched::{self, SchedReport};
 use crate::table::Table;
 use crate::wakeups::{self, WakeupsReport};
@@ -24,15 +25,16 @@ pub enum Analysis {
     Freq,
     Energy,
     Haltpoll,
+    Whatif,
 }
 
 /// The analyses' names, in [`Analysis::ALL`] order (for listings, e.g. the Python module's).
 pub const KINDS: &[&str] = &[
-    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll",
+    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif",
 ];
 
 impl Analysis {
-    pub const ALL: [Analysis; 7] = [
+    pub const ALL: [Analysis; 8] = [
         Analysis::Idle,
         Analysis::Wakeups,
         Analysis::Hotplug,
@@ -40,6 +42,7 @@ impl Analysis {
         Analysis::Freq,
         Analysis::Energy,
         Analysis::Haltpoll,
+        Analysis::Whatif,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,7 +57,7 @@ impl Analysis {
 
 /// An `--only` name that is not an analysis.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll")]
+#[error("unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif")]
 pub struct UnknownAnalysis(pub String);
 
 impl std::str::FromStr for Analysis {
@@ -150,6 +153,9 @@ pub struct Report {
     pub haltpoll: Option<Outcome<HaltpollReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crosscheck: Option<Outcome<CrossReport>>,
+    /// What idle polling would have done (the haltpoll governor over the default values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<Outcome<WhatifReport>>,
 }
 
 /// Inputs besides the trace.
@@ -172,6 +178,7 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     };
     let needs_periods = want(Analysis::Idle)
         || want(Analysis::Wakeups)
+        || want(Analysis::Whatif)
         || want(Analysis::Energy)
         || extras.sidecar.is_some();
     let wants_idle_rep = want(Analysis::Idle) || extras.sidecar.is_some();
@@ -197,9 +204,19 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
                         Err(m) => Err(m.clone()),
                     })
             });
-            let wake = want(Analysis::Wakeups).then(|| match periods.as_ref().expect("computed") {
-                Ok(p) => wakeups::analyze_with(trace, opts, p),
-                Err(_) => wakeups::analyze(trace, opts),
+            // The replay's input comes from the same wakeups walk, with detail.
+            let wake = (want(Analysis::Wakeups) || want(Analysis::Whatif)).then(|| {
+                match periods.as_ref().expect("computed") {
+                    Ok(p) if want(Analysis::Whatif) => match replay::prepare_with(trace, opts, p) {
+                        Ok((w, input)) => (Ok(w), Some(Ok(input))),
+                        Err(m) => (wakeups::analyze_with(trace, opts, p), Some(Err(m))),
+                    },
+                    Ok(p) => (wakeups::analyze_with(trace, opts, p), None),
+                    Err(_) => (
+                        wakeups::analyze(trace, opts),
+                        want(Analysis::Whatif).then(|| replay::prepare(trace, opts)),
+                    ),
+                }
             });
             (joined(idle_rep), wake)
         });
@@ -208,7 +225,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     if want(Analysis::Idle) {
         r.idle = idle_rep.clone().map(outcome);
     }
-    r.wakeups = wake.map(outcome);
+    let (wake, input) = match wake {
+        Some((w, i)) => (Some(w), i),
+        None => (None, None),
+    };
+    if want(Analysis::Wakeups) {
+        r.wakeups = wake.map(outcome);
+    }
+    r.whatif = input.map(|i| outcome(i.map(|i| replay::replay(&i, &replay::Config::default()))));
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
     r.haltpoll = haltpoll.map(outcome);
@@ -266,6 +290,9 @@ impl Report {
         }
         if let Some(o) = &self.haltpoll {
             v.push(o.section("haltpoll"));
+        }
+        if let Some(o) = &self.whatif {
+            v.push(o.section("whatif"));
         }
         v
     }

@@ -57,6 +57,7 @@ impl HaltpollParams {
             }
             (val, Some(true))
         } else if block_ns > self.guest_halt_poll_ns && self.allow_shrink {
+            // shrink 0 means "to 0"; below grow_start the kernel resets to 0
             let val = match limit.checked_div(self.shrink) {
                 Some(v) if v >= self.grow_start => v,
                 _ => 0,

@@ -519,18 +519,36 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
     if cfg.reverse {
         return report::reverse(input, &stints, cfg, &cal, pair);
     }
+    // Each value's two passes are independent: one thread per value, a few at a time.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut values = Vec::new();
-    for &v in &cfg.values_ns {
-        let fo = pass(input, &stints, cfg, &cal, v, false);
-        let ca = pass(input, &stints, cfg, &cal, v, true);
-        values.push(report::value_result(
-            input,
-            &stints,
-            v,
-            fo,
-            ca,
-            pair.is_some(),
-        ));
+    for chunk in cfg.values_ns.chunks(threads.max(1)) {
+        let done: Vec<(u64, Pass, Pass)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = chunk
+                .iter()
+                .map(|&v| {
+                    let (st, cal) = (&stints, &cal);
+                    sc.spawn(move || {
+                        (
+                            v,
+                            pass(input, st, cfg, cal, v, false),
+                            pass(input, st, cfg, cal, v, true),
+                        )
+                    })
+                })
+                .collect();
+            hs.into_iter().map(crate::all::joined).collect()
+        });
+        for (v, fo, ca) in done {
+            values.push(report::value_result(
+                input,
+                &stints,
+                v,
+                fo,
+                ca,
+                pair.is_some(),
+            ));
+        }
     }
     report::finish(input, &stints, cfg, cal, pair, values)
 }
@@ -631,8 +649,17 @@ fn pass(
     value: u64,
     causal: bool,
 ) -> Pass {
+    // Per CPU by index (a map lookup per stint would dominate the replay).
+    let ncpu = input
+        .cpus
+        .iter()
+        .map(|&c| c as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut gov: Vec<Gov> = vec![Gov::default(); ncpu];
+    let mut per_cpu: Vec<Option<CpuOutcome>> = vec![None; ncpu];
     let mut out = Pass::default();
-    let mut gov: BTreeMap<u32, Gov> = input.cpus.iter().map(|c| (*c, Gov::default())).collect();
+    let mut rel: Vec<u64> = Vec::new();
     // chain savings so far, by exit time: (end, cumulative saved)
     let mut cum: Vec<(u64, u64)> = Vec::new();
     let saved_before = |cum: &[(u64, u64)], t: u64| -> u64 {
@@ -657,13 +684,14 @@ fn pass(
             let shift = saved_before(&cum, s.fin) - saved_before(&cum, s.start);
             fin = fin.saturating_sub(shift);
         }
-        let rel: Vec<u64> = irqs
-            .iter()
-            .map(|t| t.saturating_sub(s.start))
-            .filter(|t| *t < fin)
-            .collect();
-        let g = gov.entry(s.cpu).or_default();
-        let o = out.per_cpu.entry(s.cpu).or_default();
+        rel.clear();
+        rel.extend(
+            irqs.iter()
+                .map(|t| t.saturating_sub(s.start))
+                .filter(|t| *t < fin),
+        );
+        let g = &mut gov[s.cpu as usize];
+        let o = per_cpu[s.cpu as usize].get_or_insert_with(CpuOutcome::default);
         let sim = simulate(
             cfg.policy,
             &cfg.haltpoll,
@@ -721,6 +749,11 @@ fn pass(
             }
         }
     }
+    out.per_cpu = per_cpu
+        .into_iter()
+        .enumerate()
+        .filter_map(|(c, o)| Some((c as u32, o?)))
+        .collect();
     out
 }
 

@@ -233,6 +233,13 @@ fn cal_note(name: &str, c: &super::Calibrated) -> String {
 }
 
 fn common_notes(input: &Input, cal: &Calibration, notes: &mut Vec<String>) {
+    if input.stints.is_empty() {
+        notes.push(
+            "no idle period ended by a wake in this trace: nothing for polling to catch (a \
+             ping-pong on one CPU never idles; try `pmlab run pipe --cpus 0,1`)"
+                .into(),
+        );
+    }
     notes.extend(input.notes.iter().cloned());
     notes.push(cal_note("poll-exit latency", &cal.poll_exit));
     notes.push(cal_note("poll overshoot", &cal.overshoot));

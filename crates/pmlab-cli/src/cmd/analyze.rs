@@ -26,7 +26,8 @@ function, IPI kind and sender callsite, device IRQ, polling wakeup without IPI; 
 waking tasks), hotplug (offline/online operations split into cpuhp steps, slowest
 steps, preemption between steps), sched (wakeup latency, run-queue waits), freq (residency per frequency),
 energy (needs --energy-model: TOML or LISA plat_info.yml), haltpoll (guest_halt_poll_ns
-timeline). An analysis whose events are missing says how to record them; the others run.
+timeline), whatif (idle polling replayed under the haltpoll governor; `pmlab whatif` has
+the options). An analysis whose events are missing says how to record them; the others run.
 A counters sidecar FILE.counters.json ({\"before\": Snapshot, \"after\": Snapshot}) adds a
 cross-check of trace idle time against the kernel's counters.
 --export writes one CSV and one Parquet file per table.";
@@ -36,7 +37,7 @@ cross-check of trace idle time against the kernel's counters.
 pub struct Args {
     /// Trace file (trace.dat v6/v7).
     file: PathBuf,
-    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll (default: all).
+    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif (default: all).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     only: Vec<String>,
     /// Only these CPUs (e.g. 0-3,6).

@@ -183,7 +183,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let trace = pmlab_trace::open(&args.file)
+    // The replay names no kernel symbol: skip parsing kallsyms.
+    let load = pmlab_trace::dat::LoadOptions { kallsyms: false };
+    let trace = pmlab_trace::open_with(&args.file, &load)
         .with_context(|| format!("cannot read trace {}", args.file.display()))?;
     let cfg = Config {
         policy,

@@ -1,12 +1,15 @@
 //! Trace analyses of a stored run (its trace.dat, recorded by `--trace` or the study): idle
 //! residency per CPU and all-CPUs-idle overlap (`pmlab_analysis::idle`), idle exits per
-//! second by cause and who wakes whom (`pmlab_analysis::wakeups`), as a plot and tables.
+//! second by cause and who wakes whom (`pmlab_analysis::wakeups`), as a plot and tables; and
+//! "polling (predicted)": the trace replayed under the haltpoll governor
+//! (`pmlab_analysis::replay`), predicted µs/op and CPU burned against the poll value.
 
 use super::svg::{colour, esc, range, Plot};
 use super::table;
 use crate::report::fmt_num;
 use crate::store::{RunStatus, StoredExperiment};
 use pmlab_analysis::idle::IdleReport;
+use pmlab_analysis::replay::{self, WhatifReport};
 use pmlab_analysis::wakeups::WakeupsReport;
 use std::fmt::Write;
 
@@ -15,6 +18,8 @@ pub struct Traced {
     pub path: String,
     pub idle: Option<IdleReport>,
     pub wakeups: Option<WakeupsReport>,
+    /// What idle polling would have done (a prediction, with bounds).
+    pub whatif: Option<WhatifReport>,
     pub notes: Vec<String>,
 }
 
@@ -33,21 +38,49 @@ pub fn analyze(e: &StoredExperiment, w: usize) -> Option<Traced> {
                 path,
                 idle: None,
                 wakeups: None,
+                whatif: None,
                 notes: vec![format!("trace unreadable: {err}")],
             })
         }
     };
     let opts = pmlab_analysis::Options::default();
-    let idle = pmlab_analysis::idle::analyze(&trace, &opts)
-        .map_err(|m| notes.push(format!("idle analysis: {m}")))
-        .ok();
-    let wakeups = pmlab_analysis::wakeups::analyze(&trace, &opts)
-        .map_err(|m| notes.push(format!("wakeups analysis: {m}")))
-        .ok();
+    let periods = pmlab_analysis::idle::periods(&trace, &opts);
+    let idle = match &periods {
+        Ok(p) => Some(pmlab_analysis::idle::report(&trace, &opts, p)),
+        Err(m) => {
+            notes.push(format!("idle analysis: {m}"));
+            None
+        }
+    };
+    // The wakeups report and the replay's input come from one walk.
+    let (wakeups, whatif) = match &periods {
+        Ok(p) => match replay::prepare_with(&trace, &opts, p) {
+            Ok((w, input)) => (
+                Some(w),
+                Some(replay::replay(&input, &replay::Config::default())),
+            ),
+            Err(m) => {
+                notes.push(format!("polling (predicted): {m}"));
+                let w = pmlab_analysis::wakeups::analyze_with(&trace, &opts, p);
+                (
+                    w.map_err(|m| notes.push(format!("wakeups analysis: {m}")))
+                        .ok(),
+                    None,
+                )
+            }
+        },
+        Err(_) => (
+            pmlab_analysis::wakeups::analyze(&trace, &opts)
+                .map_err(|m| notes.push(format!("wakeups analysis: {m}")))
+                .ok(),
+            None,
+        ),
+    };
     Some(Traced {
         path,
         idle,
         wakeups,
+        whatif,
         notes,
     })
 }
@@ -149,6 +182,9 @@ pub fn section(label: &str, t: &Traced) -> String {
             ));
         }
     }
+    if let Some(wi) = &t.whatif {
+        s.push_str(&polling_predicted(label, wi));
+    }
     let mut notes: Vec<&String> = t
         .notes
         .iter()
@@ -240,4 +276,138 @@ fn causes_plot(label: &str, wr: &WakeupsReport) -> Option<String> {
         .collect();
     p.legend(&legend);
     Some(p.finish())
+}
+
+/// "Polling (predicted)": predicted µs/op (first-order .. causal) and poll CPU burned against
+/// the poll value, the knee marked; a table of the same.
+fn polling_predicted(label: &str, w: &WhatifReport) -> String {
+    let mut s = format!(
+        "<h4>polling (predicted): {}</h4><p class=\"sub\">A prediction, not a measurement: \
+         this trace's idle periods replayed under the haltpoll governor at each \
+         <code>guest_halt_poll_ns</code> (<code>pmlab whatif</code>); bounds from the \
+         first-order and causal replays.</p>",
+        esc(label)
+    );
+    if w.values.is_empty() {
+        return s;
+    }
+    let labels: Vec<String> = w
+        .values
+        .iter()
+        .map(|v| format!("{}us", v.value_ns / 1000))
+        .collect();
+    let n = w.values.len() as f64;
+    let knee = w
+        .knee_ns
+        .and_then(|k| w.values.iter().position(|v| v.value_ns == k));
+    let mark_knee = |p: &mut Plot| {
+        if let Some(i) = knee {
+            let x = p.x.at(i as f64);
+            let (_, _, t, b) = p.area();
+            let _ = write!(
+                p.body,
+                r#"<g class="knee"><title>knee: {} (95% of the best latency saved)</title><line x1="{x:.1}" x2="{x:.1}" y1="{t:.1}" y2="{b:.1}" stroke="dimgray" stroke-dasharray="5,4"/><text class="tick" x="{:.1}" y="{:.1}">knee</text></g>"#,
+                esc(&labels[i]),
+                x + 4.0,
+                t + 12.0
+            );
+        }
+    };
+    let series = |p: &mut Plot, pts: &[(usize, f64)], k: usize, what: &str| {
+        let line: Vec<String> = pts
+            .iter()
+            .map(|(i, y)| format!("{:.1},{:.1}", p.x.at(*i as f64), p.y.at(*y)))
+            .collect();
+        let _ = write!(
+            p.body,
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            line.join(" "),
+            c = colour(k)
+        );
+        for (i, y) in pts {
+            let _ = write!(
+                p.body,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{}"><title>{}: {what} {}</title></circle>"#,
+                p.x.at(*i as f64),
+                p.y.at(*y),
+                colour(k),
+                esc(&labels[*i]),
+                fmt_num(*y)
+            );
+        }
+    };
+    let ops: Vec<(usize, f64, f64)> = w
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.us_per_op.map(|b| (i, b.first_order, b.causal)))
+        .collect();
+    if !ops.is_empty() {
+        let mut p = Plot::new(
+            &format!("{label}: predicted µs/op against the poll value"),
+            720.0,
+            280.0,
+            (-0.5, n - 0.5),
+            range(ops.iter().flat_map(|o| [o.1, o.2]), true),
+        );
+        p.y_axis("µs/op (predicted, traced)");
+        p.x_categories(&labels, "guest_halt_poll_ns");
+        let fo: Vec<(usize, f64)> = ops.iter().map(|o| (o.0, o.1)).collect();
+        let ca: Vec<(usize, f64)> = ops.iter().map(|o| (o.0, o.2)).collect();
+        series(&mut p, &fo, 0, "first-order µs/op");
+        series(&mut p, &ca, 1, "causal µs/op");
+        mark_knee(&mut p);
+        p.legend(&[
+            ("first-order".to_string(), colour(0)),
+            ("causal".to_string(), colour(1)),
+        ]);
+        s.push_str(&p.finish());
+    }
+    let cpu: Vec<(usize, f64)> = w
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i, v.poll_share_wall * 100.0))
+        .collect();
+    let mut p = Plot::new(
+        &format!("{label}: poll CPU burned against the poll value (predicted)"),
+        720.0,
+        240.0,
+        (-0.5, n - 0.5),
+        range(cpu.iter().map(|c| c.1), true),
+    );
+    p.y_axis("poll time, % of wall");
+    p.x_categories(&labels, "guest_halt_poll_ns");
+    series(&mut p, &cpu, 2, "poll % of wall");
+    mark_knee(&mut p);
+    s.push_str(&p.finish());
+    let rows: Vec<Vec<String>> = w
+        .values
+        .iter()
+        .zip(&labels)
+        .map(|(v, l)| {
+            vec![
+                l.clone(),
+                format!("{:.1}", v.catch_rate * 100.0),
+                v.halts_avoided.to_string(),
+                format!("{:.1}", v.poll_share_wall * 100.0),
+                fmt_num(v.saved_ns as f64 / 1e6),
+                v.us_per_op
+                    .map(|b| format!("{} .. {}", fmt_num(b.causal), fmt_num(b.first_order)))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    s.push_str(&table::plain(
+        &[
+            "poll value",
+            "wakes caught %",
+            "halts avoided",
+            "poll % of wall",
+            "latency saved ms",
+            "µs/op (predicted)",
+        ],
+        &rows,
+    ));
+    s
 }

@@ -137,7 +137,12 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
         }
         Stage::Polling => {
             if let Some(why) = caps.polling_unavailable() {
-                return StagePlan::Skip(why);
+                // Where the wakeup stage records a trace, the report predicts polling from it.
+                return StagePlan::Skip(if caps.tracefs {
+                    format!("{why}; see \"polling (predicted)\" under the wakeup stage: its trace replayed under the haltpoll governor")
+                } else {
+                    why
+                });
             }
             let values = pick(
                 quick,
