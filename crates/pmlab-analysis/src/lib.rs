@@ -15,6 +15,7 @@ pub mod hotplug;
 pub mod idle;
 pub mod missing;
 pub mod parquet;
+pub mod replay;
 pub mod sched;
 pub mod stats;
 pub mod table;

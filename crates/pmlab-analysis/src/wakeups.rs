@@ -141,6 +141,8 @@ struct Sent {
     pid: i32,
     callsite: u64,
     callback: u64,
+    /// Sent to a CPU mask (`ipi_send_cpumask`), not to one CPU.
+    mask: bool,
 }
 
 /// Per-CPU progress through its idle periods.
@@ -152,6 +154,10 @@ struct CpuState {
     /// The cause found for `cand` may still be refined by a following hrtimer (timer IRQ).
     refine: bool,
     waker: bool,
+    /// A task was woken onto the CPU since the candidate's last wake source (replay detail).
+    woke_since_source: bool,
+    /// The next period whose resume (first task event after it) is still unknown.
+    resume_next: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -192,6 +198,64 @@ pub struct WakeupsReport {
     pub causes: Vec<CauseRow>,
     pub wakers: Vec<WakerRow>,
     pub notes: Vec<String>,
+}
+
+/// What ended an idle period, as the idle-poll replay (`crate::replay`) sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeClass {
+    /// A single-target IPI (reschedule, call-function-single from `ipi_send_cpu`): a CPU
+    /// polling at that moment would have seen the wakeup without it.
+    Catchable,
+    /// A timer, a device IRQ, an IPI to a mask or of another kind: polling cannot avoid it.
+    NotCatchable,
+    /// A wakeup without IPI (`sched_wake_idle_without_ipi`): the CPU was polling already.
+    Caught,
+    /// No wake source seen (a poll that timed out into a halt, or events missing).
+    #[default]
+    Unknown,
+}
+
+/// One idle period's wake, for the replay: its class by the *last* wake source of the
+/// period (earlier sources that woke nobody are in [`WakeDetails::inner`]).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Wake {
+    pub class: WakeClass,
+    /// The wake source's time (IRQ or IPI entry, wakeup without IPI); 0 when none.
+    pub source: u64,
+    /// When the wake was asked for: the first `sched_waking` aimed at the CPU during the
+    /// period, else the IPI's `ipi_send_cpu`; 0 when unknown.
+    pub request: u64,
+    /// The task that asked (the waker's pid), or -1.
+    pub waker: i32,
+    /// The task woken, or -1.
+    pub wakee: i32,
+    /// A task was woken onto the CPU during the period (false: the interrupt woke nobody).
+    pub woke: bool,
+    /// The first event of a task on the CPU after the period's end and before the next
+    /// period (the woken task running); 0 when none (the CPU went straight back to idle).
+    pub resume: u64,
+}
+
+impl Wake {
+    fn none() -> Wake {
+        Wake {
+            waker: -1,
+            wakee: -1,
+            ..Wake::default()
+        }
+    }
+}
+
+/// Per-period wakes of a trace (aligned with [`Periods::by_cpu`]), for the replay.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WakeDetails {
+    pub by_cpu: BTreeMap<u32, Vec<Wake>>,
+    /// Per CPU: interrupts inside a period that woke nobody and were followed by another
+    /// wake source in the same period, as (period index, time).
+    pub inner: BTreeMap<u32, Vec<(u32, u64)>>,
+    /// `sched_waking` counts by (waker pid, wakee pid), idle target or not.
+    pub pairs: Vec<((i32, i32), u64)>,
 }
 
 fn task(trace: &Trace, pid: i32) -> String {
@@ -265,6 +329,25 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<WakeupsReport, Missing> 
 
 /// The wakeups analysis over already computed idle periods.
 pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<WakeupsReport, Missing> {
+    walk(trace, opts, p, false).map(|r| r.0)
+}
+
+/// The wakeups analysis with each period's wake as the replay needs it (request time,
+/// class by the last source, resume time, interrupts that woke nobody): the same walk.
+pub fn analyze_detailed(
+    trace: &Trace,
+    opts: &Options,
+    p: &Periods,
+) -> Result<(WakeupsReport, WakeDetails), Missing> {
+    walk(trace, opts, p, true)
+}
+
+fn walk(
+    trace: &Trace,
+    opts: &Options,
+    p: &Periods,
+    detail: bool,
+) -> Result<(WakeupsReport, WakeDetails), Missing> {
     let mut kinds: Vec<Option<Ev>> = Vec::new();
     let mut vec_names: Vec<String> = Vec::new();
     for f in trace.formats.values() {
@@ -330,6 +413,19 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     let mut keys = Interner::default();
     let mut causes: Vec<Vec<u32>> = periods.iter().map(|ps| vec![NONE; ps.len()]).collect();
     let mut origins: Vec<Vec<i32>> = periods.iter().map(|ps| vec![NO_ORIGIN; ps.len()]).collect();
+    // Replay detail (only when asked: `analyze` itself does not pay for it).
+    let mut wakes: Vec<Vec<Wake>> = periods
+        .iter()
+        .map(|ps| {
+            if detail {
+                vec![Wake::none(); ps.len()]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    let mut inner: Vec<Vec<(u32, u64)>> = vec![Vec::new(); ncpu];
+    let mut pairs: FxHashMap<(i32, i32), u64> = FxHashMap::default();
     // (waker pid, wakee comm, wakee pid, cpu) → count
     let mut wakers: Vec<Counter<(i32, &[u8], i64)>> =
         (0..ncpu).map(|_| Counter::default()).collect();
@@ -342,12 +438,27 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             s.cand = Some(s.next);
             s.refine = false;
             s.waker = false;
+            s.woke_since_source = false;
             s.next += 1;
         }
     };
     let mut seen_sources = 0u64;
     for i in 0..ev.len() {
         ev.prefetch_ahead(i);
+        if detail && ev.pid[i] != 0 {
+            // A task's event: the resume of the CPU's periods that ended before it.
+            let oc = ev.cpu[i] as usize;
+            if let Some(ps) = periods.get(oc).copied() {
+                let (ts, s) = (ev.ts[i], &mut st[oc]);
+                while s.resume_next < ps.len() && ps[s.resume_next].end <= ts {
+                    let r = s.resume_next;
+                    if ps.get(r + 1).is_none_or(|q| ts < q.start) {
+                        wakes[oc][r].resume = ts;
+                    }
+                    s.resume_next += 1;
+                }
+            }
+        }
         let Some(&Some(k)) = kinds.get(ev.id[i] as usize) else {
             continue;
         };
@@ -357,7 +468,16 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         }
         let target = match k {
             Ev::NoIpi => f_noipi_cpu.map(|f| trace.i64_at(i, f) as u32),
-            Ev::Waking => f_wk_target.map(|f| trace.i64_at(i, f) as u32),
+            Ev::Waking => {
+                if detail {
+                    if let Some(fp) = f_wk_pid {
+                        *pairs
+                            .entry((ev.pid[i], trace.i64_at(i, fp) as i32))
+                            .or_default() += 1;
+                    }
+                }
+                f_wk_target.map(|f| trace.i64_at(i, f) as u32)
+            }
             Ev::SendCpu => {
                 let Some(fc) = f_send_cpu else { continue };
                 let s = Sent {
@@ -365,6 +485,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                     pid: ev.pid[i],
                     callsite: addr(i, f_send_site),
                     callback: addr(i, f_send_cb),
+                    mask: false,
                 };
                 send_to(&mut sent, trace.u64_at(i, fc) as usize, s);
                 continue;
@@ -376,6 +497,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                     pid: ev.pid[i],
                     callsite: addr(i, f_mask_site),
                     callback: addr(i, f_mask_cb),
+                    mask: true,
                 };
                 for (bi, b) in trace.bytes_at(i, fm).iter().enumerate() {
                     for bit in 0..8 {
@@ -404,6 +526,18 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
             continue;
         }
         if k == Ev::Waking {
+            if detail && ts <= period.end {
+                let w = &mut wakes[c as usize][pi];
+                if !w.woke {
+                    w.woke = true;
+                    if w.request == 0 {
+                        w.request = ts;
+                    }
+                    w.waker = ev.pid[i];
+                    w.wakee = f_wk_pid.map_or(-1, |f| trace.i64_at(i, f) as i32);
+                }
+                s.woke_since_source = true;
+            }
             if !s.waker {
                 s.waker = true;
                 let wakee = match (f_wk_comm, f_wk_pid) {
@@ -424,9 +558,33 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                 *slot = keys.id(c, Key::Hrtimer(addr(i, f_hr_fn)));
                 origins[c as usize][pi] = NO_ORIGIN;
                 s.refine = false;
+            } else if detail && ts <= period.end && k != Ev::Hrtimer {
+                // A later source in the same period: the earlier one woke nobody (or the
+                // wake is already known); the report keeps the first, the replay the last.
+                let w = &mut wakes[c as usize][pi];
+                if !s.woke_since_source
+                    && !matches!(w.class, WakeClass::Catchable | WakeClass::Caught)
+                {
+                    inner[c as usize].push((pi as u32, w.source));
+                    let snd = if matches!(k, Ev::Vector(v) if vec_is_ipi[v]) {
+                        sent.get_mut(c as usize).and_then(Option::take)
+                    } else {
+                        None
+                    };
+                    let (class, req) = classify(k, &vec_names, snd, ts);
+                    w.class = class;
+                    w.source = ts;
+                    if w.request == 0 || class == WakeClass::NotCatchable {
+                        w.request = req;
+                    }
+                    if k == Ev::NoIpi {
+                        w.waker = ev.pid[i];
+                    }
+                }
             }
             continue;
         }
+        let mut sender = None;
         let cause = match k {
             Ev::LocalTimer => {
                 s.refine = true;
@@ -450,6 +608,7 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
                         .get_mut(c as usize)
                         .and_then(Option::take)
                         .filter(|x| ts >= x.ts && ts - x.ts < 100_000_000);
+                    sender = snd;
                     match snd {
                         Some(x) => (Key::Ipi(v, x.callsite, x.callback), Some(x.pid)),
                         None => (Key::Vector(v), None),
@@ -461,6 +620,19 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
         };
         *slot = keys.id(c, cause.0);
         origins[c as usize][pi] = cause.1.unwrap_or(NO_ORIGIN);
+        if detail {
+            let w = &mut wakes[c as usize][pi];
+            let (class, req) = classify(k, &vec_names, sender, ts);
+            w.class = class;
+            w.source = ts;
+            if w.request == 0 || class == WakeClass::NotCatchable {
+                w.request = req;
+            }
+            if k == Ev::NoIpi && w.waker < 0 {
+                w.waker = ev.pid[i];
+            }
+            s.woke_since_source = false;
+        }
     }
 
     if seen_sources == 0 {
@@ -617,13 +789,48 @@ pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<Wakeup
     {
         notes.push("IPI senders unknown: record ipi:ipi_send_cpu and ipi:ipi_send_cpumask (`pmlab record -e ipi`)".into());
     }
-    Ok(WakeupsReport {
-        span_ns: p.span(),
-        cpus: cpu_rows,
-        causes: causes_out,
-        wakers: wk,
-        notes,
-    })
+    let details = WakeDetails {
+        by_cpu: cpus
+            .iter()
+            .map(|&c| (c, std::mem::take(&mut wakes[c as usize])))
+            .collect(),
+        inner: cpus
+            .iter()
+            .map(|&c| (c, std::mem::take(&mut inner[c as usize])))
+            .filter(|(_, v)| !v.is_empty())
+            .collect(),
+        pairs: {
+            let mut v: Vec<_> = pairs.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            v
+        },
+    };
+    Ok((
+        WakeupsReport {
+            span_ns: p.span(),
+            cpus: cpu_rows,
+            causes: causes_out,
+            wakers: wk,
+            notes,
+        },
+        details,
+    ))
+}
+
+/// A wake source's replay class and request time (the IPI's send time where known).
+fn classify(k: Ev, vec_names: &[String], snd: Option<Sent>, ts: u64) -> (WakeClass, u64) {
+    match k {
+        Ev::NoIpi => (WakeClass::Caught, ts),
+        Ev::Vector(v) => match (vec_names[v].as_str(), snd) {
+            ("reschedule" | "call_function_single", Some(x)) if !x.mask => {
+                (WakeClass::Catchable, x.ts)
+            }
+            _ => (WakeClass::NotCatchable, ts),
+        },
+        // arm64 `ipi_entry` carries a reason, not a sender: single-target IPIs are the
+        // reschedule and call-function ones.
+        _ => (WakeClass::NotCatchable, ts),
+    }
 }
 
 impl WakeupsReport {

@@ -52,6 +52,8 @@ enum Command {
     Study(cmd::study::Args),
     /// Render a report for experiments in the store.
     Report(cmd::report::Args),
+    /// What idle polling would have done, replayed from one trace.
+    Whatif(cmd::whatif::Args),
 }
 
 fn main() {
@@ -74,6 +76,7 @@ fn main() {
         Command::Hotplug(a) => cmd::hotplug::run(a),
         Command::Study(a) => cmd::study::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Whatif(a) => cmd::whatif::run(a),
     };
     if let Err(e) = result {
         eprint!("pmlab: error: {e}");

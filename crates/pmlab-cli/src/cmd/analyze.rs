@@ -102,6 +102,21 @@ fn parse_states(s: &str) -> anyhow::Result<BTreeMap<u32, StateInfo>> {
     Ok(m)
 }
 
+/// `--cpus LIST` of the trace commands: None means every CPU.
+pub(crate) fn parse_cpus(
+    list: Option<&str>,
+) -> anyhow::Result<Option<std::collections::BTreeSet<u32>>> {
+    match list {
+        Some(l) => Ok(Some(
+            pmlab_kernel::cpulist::parse_cpu_list(l)
+                .map_err(|e| anyhow::anyhow!("--cpus {l:?}: {e}"))?
+                .into_iter()
+                .collect(),
+        )),
+        None => Ok(None),
+    }
+}
+
 /// What `pmlab analyze` computed for one file: the analyses of `all`, and hotplug steps.
 struct Analyzed {
     report: all::Report,
@@ -188,15 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bail!("unknown analysis {o:?}: choose from {}", KINDS.join(","));
         }
     }
-    let cpus = match &args.cpus {
-        Some(l) => Some(
-            pmlab_kernel::cpulist::parse_cpu_list(l)
-                .map_err(|e| anyhow::anyhow!("--cpus {l:?}: {e}"))?
-                .into_iter()
-                .collect(),
-        ),
-        None => None,
-    };
+    let cpus = parse_cpus(args.cpus.as_deref())?;
     let states = args.idle_states.as_deref().map(parse_states).transpose()?;
     let opts = Options {
         cpus,

@@ -15,3 +15,4 @@ pub mod run_spec;
 pub mod study;
 pub mod sweep;
 pub mod trace;
+pub mod whatif;
