@@ -152,6 +152,8 @@ struct Headers {
     ftrace_formats: Vec<String>,
     event_formats: Vec<(String, String)>,
     kallsyms: Option<String>,
+    /// Leave kallsyms unread (megabytes of text nobody asked for: no copy, no decompression).
+    skip_kallsyms: bool,
     printk: Option<String>,
     cmdlines: Option<String>,
     cpus: u32,
@@ -224,18 +226,30 @@ impl Codec {
 
 /// Parse a whole trace.dat held in memory.
 pub fn parse(bytes: &[u8], opts: &LoadOptions) -> R<Trace> {
-    let h = parse_headers(bytes)?;
+    let h = parse_headers(bytes, opts)?;
     build_trace(bytes, || Raw::from(bytes.to_vec()), h, opts)
 }
 
 /// Parse a mapped trace.dat; uncompressed event data is used in place.
 pub fn parse_mapped(map: std::sync::Arc<memmap2::Mmap>, opts: &LoadOptions) -> R<Trace> {
     let bytes: &[u8] = &map;
-    let h = parse_headers(bytes)?;
+    let h = parse_headers(bytes, opts)?;
+    // The map was made without MAP_POPULATE: page tables for the event data are filled
+    // here in one call per CPU (cheaper than a fault per 64 KiB), and the header sections
+    // nobody reads (kallsyms when unwanted) are never mapped in.
+    for b in &h.buffers {
+        for &(_, off, size) in &b.cpus {
+            let (off, size) = (off as usize, size as usize);
+            if off < map.len() && size > 0 {
+                let len = size.min(map.len() - off);
+                let _ = map.advise_range(memmap2::Advice::PopulateRead, off, len);
+            }
+        }
+    }
     build_trace(bytes, || Raw::mapped(map.clone()), h, opts)
 }
 
-fn parse_headers(bytes: &[u8]) -> R<Headers> {
+fn parse_headers(bytes: &[u8], opts: &LoadOptions) -> R<Headers> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return bad("not a trace.dat file (wrong magic)");
     }
@@ -267,6 +281,7 @@ fn parse_headers(bytes: &[u8]) -> R<Headers> {
         big: c.big,
         long_size,
         page_size,
+        skip_kallsyms: !opts.kallsyms,
         ..Default::default()
     };
     if version == 6 {
@@ -325,7 +340,12 @@ fn parse_v6(c: &mut Cur, h: &mut Headers) -> R<()> {
     read_header_files(c, h)?;
     read_ftrace_formats(c, h)?;
     read_event_formats(c, h)?;
-    h.kallsyms = Some(read_u32_sized(c, "kallsyms")?);
+    if h.skip_kallsyms {
+        let n = c.u32("kallsyms")?;
+        c.take(n as usize, "kallsyms")?;
+    } else {
+        h.kallsyms = Some(read_u32_sized(c, "kallsyms")?);
+    }
     h.printk = Some(read_u32_sized(c, "printk formats")?);
     let n = c.u64("cmdlines size")?;
     h.cmdlines = Some(c.sized_text(n, "cmdlines")?);
@@ -550,6 +570,7 @@ fn parse_v7(c: &mut Cur, h: &mut Headers) -> R<()> {
                     next = Cur::at(data, 0, big).u64("next options offset")?;
                     break;
                 }
+                19 if h.skip_kallsyms => {}
                 16..=21 => offsets.push((id, Cur::at(data, 0, big).u64("section offset")?)),
                 _ => handle_option(id, data, big, h, &mut buffer_offsets, true)?,
             }

@@ -27,10 +27,11 @@ pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     }
     // SAFETY: a private read-only map; trace-cmd maps trace files the same way. A file truncated
     // by another process while we read it can raise SIGBUS, as it would for trace-cmd.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
-        .map_err(|e| TraceError::io(path, e))?;
+    let map =
+        unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| TraceError::io(path, e))?;
     let map = std::sync::Arc::new(map);
     if map.starts_with(&dat::MAGIC[..3]) {
+        // trace.dat: dat fills the page tables of the event data it reads.
         return dat::parse_mapped(map, opts).map_err(|e| match e {
             DatError::Malformed(m) => TraceError::malformed(path, m.0),
             DatError::Format(f) => TraceError::Format {
@@ -39,5 +40,7 @@ pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
             },
         });
     }
+    // Text is read from start to end: all of it mapped in at once.
+    let _ = map.advise(memmap2::Advice::PopulateRead);
     crate::text::parse(&map).map_err(|m| TraceError::malformed(path, m.0))
 }
