@@ -27,8 +27,12 @@ pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     }
     // SAFETY: a private read-only map; trace-cmd maps trace files the same way. A file truncated
     // by another process while we read it can raise SIGBUS, as it would for trace-cmd.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
-        .map_err(|e| TraceError::io(path, e))?;
+    // Pre-faulting pays off when every page is read; the headers alone are a few.
+    let mut map_opts = memmap2::MmapOptions::new();
+    if opts.events {
+        map_opts.populate();
+    }
+    let map = unsafe { map_opts.map(&file) }.map_err(|e| TraceError::io(path, e))?;
     let map = std::sync::Arc::new(map);
     if map.starts_with(&dat::MAGIC[..3]) {
         return dat::parse_mapped(map, opts).map_err(|e| match e {
