@@ -25,3 +25,18 @@ if ! python3 -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' 
   python3 -m pip install -q --root-user-action=ignore perfetto ||
     python3 -m pip install -q --root-user-action=ignore --break-system-packages perfetto
 fi
+# The Python package (crates/pmlab-py) and the libraries its tests use it with.
+py_need=()
+for m in maturin:maturin pyarrow:pyarrow polars:polars pandas:pandas duckdb:duckdb pytest:pytest; do
+  python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_need+=("${m#*:}")
+done
+if [ ${#py_need[@]} -gt 0 ]; then
+  python3 -m pip install -q --root-user-action=ignore "${py_need[@]}" ||
+    python3 -m pip install -q --root-user-action=ignore --break-system-packages "${py_need[@]}"
+fi
+# Build the abi3 wheel into the shared target dir (incremental) and install it.
+cd "$(dirname "$0")/.."
+rm -f target/wheels/pmlab-*.whl
+python3 -m maturin build --release -q -m crates/pmlab-py/Cargo.toml -o target/wheels
+python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/pmlab-*.whl ||
+  python3 -m pip install -q --root-user-action=ignore --break-system-packages --force-reinstall --no-deps target/wheels/pmlab-*.whl

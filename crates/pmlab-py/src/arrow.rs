@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow_array::builder::make_view;
 use arrow_array::ffi::FFI_ArrowSchema;
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::types::Int32Type;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int16Array, Int32Array,
     Int64Array, Int8Array, LargeListArray, LargeStringArray, RecordBatch, RecordBatchIterator,
-    StringArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    StringArray, StringViewArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
@@ -20,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
 use pmlab_analysis::parquet as pq;
-use pmlab_trace::columns::{Values, Window};
+use pmlab_trace::columns::Values;
 
 /// An Arrow table (one record batch) that pyarrow, polars, pandas and DuckDB read through
 /// `__arrow_c_stream__` without a copy.
@@ -157,6 +158,9 @@ fn array_of(v: Values) -> (DataType, ArrayRef) {
         Values::U64(v) => arr(UInt64Array::new(v.into(), None)),
         Values::I64(v) => arr(Int64Array::new(v.into(), None)),
         Values::Str { offsets: o, data } => {
+            if data.len() < u32::MAX as usize {
+                return arr(string_view(&o, data));
+            }
             // SAFETY: the decoder writes valid UTF-8 (lossy) between valid offsets.
             let a = unsafe {
                 LargeStringArray::new_unchecked(offsets(o), Buffer::from_vec(data), None)
@@ -171,6 +175,24 @@ fn array_of(v: Values) -> (DataType, ArrayRef) {
     }
 }
 
+/// Strings as a string view array (what polars holds, so it takes them without a copy):
+/// short ones inline in their view, longer ones pointing into `data`, which moves in.
+fn string_view(o: &[i64], data: Vec<u8>) -> StringViewArray {
+    let mut views: Vec<u128> = pmlab_trace::dat::huge_vec(o.len().saturating_sub(1));
+    for w in o.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        views.push(make_view(&data[a..b], 0, a as u32));
+    }
+    // SAFETY: each view was made by arrow's own make_view over valid UTF-8 in buffer 0.
+    unsafe {
+        StringViewArray::new_unchecked(
+            ScalarBuffer::from(views),
+            Arc::from(vec![Buffer::from_vec(data)]),
+            None,
+        )
+    }
+}
+
 /// `comm` of each row's pid from the trace's saved cmdlines (`<idle>` for pid 0, null
 /// where unknown), dictionary-encoded.
 fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int32Type> {
@@ -178,7 +200,14 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
     let mut by_name: HashMap<&str, i32> = HashMap::new();
     let mut names: Vec<&str> = Vec::new();
     let mut keys: Vec<Option<i32>> = Vec::with_capacity(pids.len());
+    // Most rows repeat a recent pid: a small direct-mapped cache before the map.
+    let mut cache: Vec<(i32, Option<i32>)> = vec![(-1, None); 1024];
     for &pid in pids {
+        let slot = &mut cache[(pid as usize) & 1023];
+        if slot.0 == pid {
+            keys.push(slot.1);
+            continue;
+        }
         let k = *by_pid.entry(pid).or_insert_with(|| {
             let name = if pid == 0 {
                 Some("<idle>")
@@ -192,6 +221,7 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
                 })
             })
         });
+        *slot = (pid, k);
         keys.push(k);
     }
     let values = StringArray::from(names);
@@ -203,9 +233,8 @@ pub fn event_table(
     trace: &pmlab_trace::Trace,
     id: u16,
     columns: Option<&[String]>,
-    win: &Window,
+    rows: &[u32],
 ) -> Result<crate::arrow::Table, String> {
-    let rows = trace.rows(id, win);
     let fields = trace.payload_fields(id);
     // A format field named like a common column keeps its name; the common one becomes `common_*`.
     let common = |c: &str| {
@@ -235,6 +264,13 @@ pub fn event_table(
             .collect::<Result<_, _>>()?,
     };
     let ev = &trace.events;
+    // Every picked field in one pass over the records.
+    let picked_fields: Vec<&pmlab_trace::Field> = picked
+        .iter()
+        .filter(|&&k| k >= 4)
+        .map(|&k| fields[k - 4])
+        .collect();
+    let mut field_values = trace.columns(&picked_fields, rows).into_iter();
     let mut schema = Vec::with_capacity(picked.len());
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(picked.len());
     let mut pids: Option<Vec<i32>> = None;
@@ -259,7 +295,7 @@ pub fn event_table(
                 let a = comm_column(trace, p);
                 (a.data_type().clone(), Arc::new(a) as ArrayRef)
             }
-            _ => array_of(trace.column(fields[k - 4], &rows)),
+            _ => array_of(field_values.next().expect("one column per picked field")),
         };
         let nullable = k == 3;
         schema.push(Field::new(names[k].clone(), dt, nullable));
@@ -282,7 +318,8 @@ pub fn event_tables(
 ) -> Result<Vec<(String, Table)>, String> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let all = Window::default();
+    let ids: Vec<u16> = wanted.iter().map(|w| w.1).collect();
+    let rows = trace.rows_of_each(&ids);
     let mut out: Vec<Option<Result<Table, String>>> = Vec::new();
     out.resize_with(wanted.len(), || None);
     let results = std::thread::scope(|sc| {
@@ -293,7 +330,7 @@ pub fn event_tables(
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((_, id)) = wanted.get(k) else { break };
-                        mine.push((k, event_table(trace, *id, None, &all)));
+                        mine.push((k, event_table(trace, *id, None, &rows[k])));
                     }
                     mine
                 })

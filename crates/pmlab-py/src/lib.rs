@@ -225,7 +225,8 @@ impl Trace {
         let full = self.full(py)?;
         let path = self.path.clone();
         py.detach(move || {
-            arrow::event_table(&full, id, columns.as_deref(), &win)
+            let rows = full.rows(id, &win);
+            arrow::event_table(&full, id, columns.as_deref(), &rows)
                 .map_err(|m| PmlabError::new_err(format!("{}: {m}", path.display())))
         })
     }

@@ -79,7 +79,7 @@ def check_value(text, value, dtype, big, syms, where):
             return
         mod = 1 << int_bits(dtype)
         assert (want - value) % mod == 0, f"{where}: trace-cmd {text!r}, pmlab {value}"
-    elif pa.types.is_large_string(dtype) or pa.types.is_string(dtype):
+    elif pa.types.is_string_view(dtype) or pa.types.is_large_string(dtype):
         if text.startswith("ARRAY[") and text != value:
             got = bytes(int(x, 16) for x in text[6:-1].split(", ") if x)
             assert got.split(b"\0")[0] == value.encode(), f"{where}: {text!r} vs {value!r}"

@@ -168,20 +168,6 @@ impl Values {
     }
 }
 
-/// Integers of one size and sign, gathered from raw values.
-fn ints(size: u8, signed: bool, raw: impl Iterator<Item = u64>) -> Values {
-    match (size, signed) {
-        (1, false) => Values::U8(raw.map(|v| v as u8).collect()),
-        (1, true) => Values::I8(raw.map(|v| v as u8 as i8).collect()),
-        (2, false) => Values::U16(raw.map(|v| v as u16).collect()),
-        (2, true) => Values::I16(raw.map(|v| v as u16 as i16).collect()),
-        (4, false) => Values::U32(raw.map(|v| v as u32).collect()),
-        (4, true) => Values::I32(raw.map(|v| v as u32 as i32).collect()),
-        (_, false) => Values::U64(raw.collect()),
-        (_, true) => Values::I64(raw.map(|v| v as i64).collect()),
-    }
-}
-
 impl Trace {
     /// The rows (event indices, in time order) of event `id` inside `window`.
     pub fn rows(&self, id: u16, window: &Window) -> Vec<u32> {
@@ -203,6 +189,22 @@ impl Trace {
         self.rows_in(id, lo..hi, &cpu_ok)
     }
 
+    /// The rows of each of `ids` over the whole trace, in one pass (`out[k]` for `ids[k]`).
+    pub fn rows_of_each(&self, ids: &[u16]) -> Vec<Vec<u32>> {
+        let mut slot = vec![u16::MAX; 1 << 16];
+        for (k, &id) in ids.iter().enumerate() {
+            slot[id as usize] = k as u16;
+        }
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); ids.len()];
+        for (i, &id) in self.events.id.iter().enumerate() {
+            let s = slot[id as usize];
+            if s != u16::MAX {
+                out[s as usize].push(i as u32);
+            }
+        }
+        out
+    }
+
     fn rows_in(&self, id: u16, range: Range<usize>, cpu_ok: &[bool; 1 << 16]) -> Vec<u32> {
         let ev = &self.events;
         let base = range.start;
@@ -220,55 +222,28 @@ impl Trace {
     /// The values of `field` (of the event the rows belong to) at each of `rows`, typed by
     /// [`ColumnType::of`]. A field that runs past a record reads as 0 or empty.
     pub fn column(&self, field: &Field, rows: &[u32]) -> Values {
-        let fref = crate::model::FieldRef {
-            offset: field.offset,
-            size: field.size,
-            signed: field.signed,
-            loc: match field.kind {
-                FieldKind::DataLoc { .. } => LocKind::DataLoc,
-                FieldKind::RelLoc { .. } => LocKind::RelLoc,
-                _ => LocKind::Inline,
-            },
-        };
-        match ColumnType::of(field, self.long_size) {
-            ColumnType::Scalar(Scalar::Int { size, signed }) => ints(
-                size,
-                signed,
-                rows.iter().map(|&i| self.u64_at(i as usize, fref)),
-            ),
-            ColumnType::Scalar(Scalar::Str) => {
-                let mut offsets = Vec::with_capacity(rows.len() + 1);
-                let mut data = Vec::with_capacity(rows.len() * 8);
-                offsets.push(0i64);
-                for &i in rows {
-                    let b = self.bytes_at(i as usize, fref);
-                    let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
-                    match std::str::from_utf8(b) {
-                        Ok(s) => data.extend_from_slice(s.as_bytes()),
-                        Err(_) => data.extend_from_slice(String::from_utf8_lossy(b).as_bytes()),
-                    }
-                    offsets.push(data.len() as i64);
-                }
-                Values::Str { offsets, data }
+        self.columns(&[field], rows).pop().expect("one column")
+    }
+
+    /// The values of several fields of one event at each of `rows`, in one pass over the
+    /// records (each record is read from memory once, for all its fields).
+    pub fn columns(&self, fields: &[&Field], rows: &[u32]) -> Vec<Values> {
+        let big = self.endian == crate::model::Endian::Big;
+        let mut builders: Vec<Builder> = fields
+            .iter()
+            .map(|f| Builder::new(f, self.long_size, rows.len()))
+            .collect();
+        let ev = &self.events;
+        for (k, &i) in rows.iter().enumerate() {
+            if let Some(&ahead) = rows.get(k + crate::model::PREFETCH_AHEAD) {
+                ev.prefetch(ahead as usize);
             }
-            ColumnType::List { size, signed } => {
-                let mut offsets = Vec::with_capacity(rows.len() + 1);
-                let mut raw: Vec<u64> = Vec::new();
-                offsets.push(0i64);
-                let elem = size as usize;
-                for &i in rows {
-                    let b = self.bytes_at(i as usize, fref);
-                    for chunk in b.chunks_exact(elem) {
-                        raw.push(self.read_uint(chunk));
-                    }
-                    offsets.push(raw.len() as i64);
-                }
-                Values::List {
-                    offsets,
-                    values: Box::new(ints(size, signed, raw.into_iter())),
-                }
+            let rec = ev.record(i as usize);
+            for b in builders.iter_mut() {
+                b.push(rec, big);
             }
         }
+        builders.into_iter().map(Builder::finish).collect()
     }
 
     /// The fields a table of event `id` has: every field of its format but the common ones.
@@ -277,6 +252,188 @@ impl Trace {
             .get(&id)
             .map(|f| f.fields.iter().filter(|x| !x.common).collect())
             .unwrap_or_default()
+    }
+}
+
+/// An integer of `b.len()` bytes (at most 8) in the trace's byte order.
+#[inline(always)]
+fn uint(b: &[u8], big: bool) -> u64 {
+    if !big {
+        match *b {
+            [x] => return u64::from(x),
+            [a, b] => return u64::from(u16::from_le_bytes([a, b])),
+            [a, b, c, d] => return u64::from(u32::from_le_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+            _ => {}
+        }
+    }
+    let mut v = 0u64;
+    if big {
+        for x in b.iter().take(8) {
+            v = (v << 8) | u64::from(*x);
+        }
+    } else {
+        for (k, x) in b.iter().enumerate().take(8) {
+            v |= u64::from(*x) << (8 * k);
+        }
+    }
+    v
+}
+
+/// Where a field's bytes are in a record.
+#[derive(Clone, Copy)]
+struct Place {
+    offset: usize,
+    size: usize,
+    loc: LocKind,
+}
+
+impl Place {
+    /// The field's bytes (the array a `__data_loc`/`__rel_loc` points at); empty when out of bounds.
+    #[inline(always)]
+    fn bytes<'r>(&self, rec: &'r [u8], big: bool) -> &'r [u8] {
+        let (o, s) = (self.offset, self.size);
+        let Some(b) = rec.get(o..o + s) else {
+            return &[];
+        };
+        match self.loc {
+            LocKind::Inline => b,
+            LocKind::DataLoc | LocKind::RelLoc => {
+                let v = uint(&b[..s.min(4)], big) as usize;
+                let (mut start, len) = (v & 0xffff, v >> 16);
+                if self.loc == LocKind::RelLoc {
+                    start += o + s;
+                }
+                rec.get(start..start + len).unwrap_or(&[])
+            }
+        }
+    }
+}
+
+/// A column being filled row by row.
+enum Builder {
+    Int {
+        at: Place,
+        out: Values,
+    },
+    Str {
+        at: Place,
+        offsets: Vec<i64>,
+        data: Vec<u8>,
+    },
+    List {
+        at: Place,
+        elem: usize,
+        offsets: Vec<i64>,
+        out: Values,
+    },
+}
+
+/// An empty integer column with room for `cap` rows (large ones on huge pages: fewer faults).
+fn int_values(size: u8, signed: bool, cap: usize) -> Values {
+    use crate::dat::huge_vec;
+    match (size, signed) {
+        (1, false) => Values::U8(huge_vec(cap)),
+        (1, true) => Values::I8(huge_vec(cap)),
+        (2, false) => Values::U16(huge_vec(cap)),
+        (2, true) => Values::I16(huge_vec(cap)),
+        (4, false) => Values::U32(huge_vec(cap)),
+        (4, true) => Values::I32(huge_vec(cap)),
+        (_, false) => Values::U64(huge_vec(cap)),
+        (_, true) => Values::I64(huge_vec(cap)),
+    }
+}
+
+impl Values {
+    #[inline(always)]
+    fn push_int(&mut self, v: u64) {
+        match self {
+            Values::U8(x) => x.push(v as u8),
+            Values::I8(x) => x.push(v as u8 as i8),
+            Values::U16(x) => x.push(v as u16),
+            Values::I16(x) => x.push(v as u16 as i16),
+            Values::U32(x) => x.push(v as u32),
+            Values::I32(x) => x.push(v as u32 as i32),
+            Values::U64(x) => x.push(v),
+            Values::I64(x) => x.push(v as i64),
+            Values::Str { .. } | Values::List { .. } => unreachable!("integer columns only"),
+        }
+    }
+}
+
+impl Builder {
+    fn new(field: &Field, long_size: u32, rows: usize) -> Builder {
+        let at = Place {
+            offset: field.offset as usize,
+            size: field.size as usize,
+            loc: match field.kind {
+                FieldKind::DataLoc { .. } => LocKind::DataLoc,
+                FieldKind::RelLoc { .. } => LocKind::RelLoc,
+                _ => LocKind::Inline,
+            },
+        };
+        let mut offsets = crate::dat::huge_vec(rows + 1);
+        offsets.push(0i64);
+        match ColumnType::of(field, long_size) {
+            ColumnType::Scalar(Scalar::Int { size, signed }) => Builder::Int {
+                at,
+                out: int_values(size, signed, rows),
+            },
+            ColumnType::Scalar(Scalar::Str) => Builder::Str {
+                at,
+                offsets,
+                data: crate::dat::huge_vec(rows * 16),
+            },
+            ColumnType::List { size, signed } => Builder::List {
+                at,
+                elem: size as usize,
+                offsets,
+                out: int_values(size, signed, 0),
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, rec: &[u8], big: bool) {
+        match self {
+            Builder::Int { at, out } => {
+                let v = rec
+                    .get(at.offset..at.offset + at.size)
+                    .map_or(0, |b| uint(b, big));
+                out.push_int(v);
+            }
+            Builder::Str { at, offsets, data } => {
+                let b = at.bytes(rec, big);
+                let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
+                match std::str::from_utf8(b) {
+                    Ok(s) => data.extend_from_slice(s.as_bytes()),
+                    Err(_) => data.extend_from_slice(String::from_utf8_lossy(b).as_bytes()),
+                }
+                offsets.push(data.len() as i64);
+            }
+            Builder::List {
+                at,
+                elem,
+                offsets,
+                out,
+            } => {
+                for chunk in at.bytes(rec, big).chunks_exact(*elem) {
+                    out.push_int(uint(chunk, big));
+                }
+                offsets.push(out.len() as i64);
+            }
+        }
+    }
+
+    fn finish(self) -> Values {
+        match self {
+            Builder::Int { out, .. } => out,
+            Builder::Str { offsets, data, .. } => Values::Str { offsets, data },
+            Builder::List { offsets, out, .. } => Values::List {
+                offsets,
+                values: Box::new(out),
+            },
+        }
     }
 }
 

@@ -218,6 +218,24 @@ impl Events {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
     }
+    /// Hint that event `i`'s record will be read soon (see [`Events::prefetch_ahead`]).
+    #[inline(always)]
+    pub fn prefetch(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(&l) = self.loc.get(i) {
+            let p = self
+                .raw
+                .as_slice()
+                .as_ptr()
+                .wrapping_add((l >> LOC_LEN_BITS) as usize);
+            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
     /// One more than the largest CPU number of any event (0 without events).
     pub fn cpu_slots(&self) -> usize {
         self.cpu.iter().max().map_or(0, |&c| usize::from(c) + 1)
