@@ -258,6 +258,10 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
             let mut order = opts.configurations.clone();
             order.shuffle(&mut rng);
             for &config in &order {
+                if stopped() {
+                    // No knob write after a signal: the guard's restore puts them back.
+                    break 'levels;
+                }
                 guard.set_rcu_expedited_if(config, &opts.configurations)?;
                 for cpu in &cpus {
                     for dir in [Direction::Down, Direction::Up] {
@@ -316,7 +320,9 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
         }
         loaders.stop();
     }
-    guard.set_rcu_expedited(false)?;
+    if !stopped() {
+        guard.set_rcu_expedited(false)?;
+    }
     if let Some(t) = tracer {
         let timed: Vec<TimedOp> = ops
             .iter()
