@@ -219,3 +219,55 @@ impl Report {
         v
     }
 }
+
+/// Whether the analyses in `only` (all when empty) name kernel symbols, so the trace must
+/// be opened with kallsyms: only wakeups and hotplug do.
+pub fn needs_kallsyms(only: &[String]) -> bool {
+    only.is_empty() || only.iter().any(|o| o == "wakeups" || o == "hotplug")
+}
+
+/// What `pmlab analyze` computes for one trace: the analyses of [`run`], and hotplug steps.
+pub struct Analyzed {
+    pub report: Report,
+    pub hotplug: Option<Outcome<crate::hotplug::HotplugReport>>,
+}
+
+impl Analyzed {
+    /// The sections in display order, hotplug last.
+    pub fn sections(&self) -> Vec<Section> {
+        let mut v = self.report.sections();
+        v.extend(self.hotplug.as_ref().map(|h| h.section("hotplug")));
+        v
+    }
+    /// Every table of every section, as `pmlab analyze --export` writes them.
+    pub fn tables(&self) -> Vec<Table> {
+        self.sections().into_iter().flat_map(|s| s.tables).collect()
+    }
+    /// The report as JSON, with hotplug beside the others.
+    pub fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut v = serde_json::to_value(&self.report)?;
+        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
+            m.insert("hotplug".into(), serde_json::to_value(h)?);
+        }
+        Ok(v)
+    }
+}
+
+/// [`run`] and the hotplug analysis beside it (when selected), as `pmlab analyze` runs them;
+/// `hotplug_states` names the cpuhp steps (`N: name` of the recording machine).
+pub fn analyze(
+    trace: &Trace,
+    opts: &Options,
+    only: &[String],
+    extras: Extras,
+    hotplug_states: Option<&[(u32, String)]>,
+) -> Analyzed {
+    let wants_hotplug = only.is_empty() || only.iter().any(|o| o == "hotplug");
+    let (report, hotplug) = std::thread::scope(|sc| {
+        let hotplug = sc.spawn(|| {
+            wants_hotplug.then(|| outcome(crate::hotplug::analyze(trace, hotplug_states)))
+        });
+        (run(trace, opts, only, extras), joined(hotplug))
+    });
+    Analyzed { report, hotplug }
+}

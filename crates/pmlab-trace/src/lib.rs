@@ -1,6 +1,7 @@
 //! pmlab-trace: trace events — format files, ring-buffer pages, trace.dat v6/v7
 //! and ftrace text reading, trace.dat v6 writing, and the recorder.
 
+pub mod columns;
 pub mod dat;
 pub mod error;
 pub mod format;

@@ -346,7 +346,7 @@ impl Trace {
     }
 
     #[inline(always)]
-    fn read_uint(&self, b: &[u8]) -> u64 {
+    pub(crate) fn read_uint(&self, b: &[u8]) -> u64 {
         if self.endian == Endian::Little {
             // The usual field sizes, without a loop over bytes.
             match *b {

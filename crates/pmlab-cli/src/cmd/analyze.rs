@@ -5,9 +5,8 @@
 use crate::alloc;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Extras, Section, KINDS};
+use pmlab_analysis::all::{self, Analyzed, Extras, Section, KINDS};
 use pmlab_analysis::energy::Model;
-use pmlab_analysis::hotplug::{self, HotplugReport};
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -102,24 +101,18 @@ fn parse_states(s: &str) -> anyhow::Result<BTreeMap<u32, StateInfo>> {
     Ok(m)
 }
 
-/// What `pmlab analyze` computed for one file: the analyses of `all`, and hotplug steps.
-struct Analyzed {
-    report: all::Report,
-    hotplug: Option<all::Outcome<HotplugReport>>,
-}
-
-impl Analyzed {
-    fn sections(&self) -> Vec<Section> {
-        let mut v = self.report.sections();
-        v.extend(self.hotplug.as_ref().map(|h| h.section("hotplug")));
-        v
-    }
-    fn json(&self) -> anyhow::Result<serde_json::Value> {
-        let mut v = serde_json::to_value(&self.report)?;
-        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
-            m.insert("hotplug".into(), serde_json::to_value(h)?);
-        }
-        Ok(v)
+/// `--cpus LIST` of the trace commands: None means every CPU.
+pub(crate) fn parse_cpus(
+    list: Option<&str>,
+) -> anyhow::Result<Option<std::collections::BTreeSet<u32>>> {
+    match list {
+        Some(l) => Ok(Some(
+            pmlab_kernel::cpulist::parse_cpu_list(l)
+                .map_err(|e| anyhow::anyhow!("--cpus {l:?}: {e}"))?
+                .into_iter()
+                .collect(),
+        )),
+        None => Ok(None),
     }
 }
 
@@ -133,9 +126,9 @@ fn analyze_file(
     last: bool,
 ) -> anyhow::Result<Analyzed> {
     // Only wakeups and hotplug name kernel symbols; the others skip parsing kallsyms.
-    let wants = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let load = pmlab_trace::dat::LoadOptions {
-        kallsyms: wants("wakeups") || wants("hotplug"),
+        kallsyms: all::needs_kallsyms(only),
+        ..Default::default()
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
@@ -148,21 +141,12 @@ fn analyze_file(
         model,
         sidecar: crosscheck::load(path),
     };
-    let wants_hotplug = wants("hotplug");
-    let (report, hotplug) = std::thread::scope(|sc| {
-        let hotplug = sc.spawn(|| {
-            wants_hotplug.then(|| match hotplug::analyze(&trace, hotplug_states) {
-                Ok(r) => all::Outcome::Done(r),
-                Err(missing) => all::Outcome::Missing { missing },
-            })
-        });
-        (all::run(&trace, opts, only, extras), all::joined(hotplug))
-    });
+    let analyzed = all::analyze(&trace, opts, only, extras, hotplug_states);
     if last {
         // The process ends after printing: skip freeing the columns (tens of ms here).
         std::mem::forget(trace);
     }
-    Ok(Analyzed { report, hotplug })
+    Ok(analyzed)
 }
 
 /// `N: name` lines of a hotplug/states file.
@@ -188,15 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bail!("unknown analysis {o:?}: choose from {}", KINDS.join(","));
         }
     }
-    let cpus = match &args.cpus {
-        Some(l) => Some(
-            pmlab_kernel::cpulist::parse_cpu_list(l)
-                .map_err(|e| anyhow::anyhow!("--cpus {l:?}: {e}"))?
-                .into_iter()
-                .collect(),
-        ),
-        None => None,
-    };
+    let cpus = parse_cpus(args.cpus.as_deref())?;
     let states = args.idle_states.as_deref().map(parse_states).transpose()?;
     let opts = Options {
         cpus,

@@ -152,15 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         [a, b] if *a > 0 && *b > 0 => Some((*a, *b)),
         _ => bail!("--workload-pids takes two positive PIDs: PID,PID"),
     };
-    let cpus = match &args.cpus {
-        Some(l) => Some(
-            pmlab_kernel::cpulist::parse_cpu_list(l)
-                .map_err(|e| anyhow::anyhow!("--cpus {l:?}: {e}"))?
-                .into_iter()
-                .collect(),
-        ),
-        None => None,
-    };
+    let cpus = super::analyze::parse_cpus(args.cpus.as_deref())?;
     let mut param_note = None;
     let haltpoll = match &args.haltpoll_params {
         Some(s) => parse_params(s)?,

@@ -15,3 +15,4 @@ mod record;
 mod run;
 mod study;
 mod trace;
+mod whatif;
