@@ -21,7 +21,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let opts = pmlab_trace::dat::LoadOptions { kallsyms: false };
+    let opts = pmlab_trace::dat::LoadOptions::without_kallsyms();
     let trace = pmlab_trace::open_with(&args.trace, &opts).context("cannot read trace")?;
     let summary = pmlab_trace::perfetto::export_to_path(&trace, &args.perfetto)
         .context("cannot write the Perfetto trace")?;
