@@ -262,7 +262,13 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
                     // No knob write after a signal: the guard's restore puts them back.
                     break 'levels;
                 }
-                guard.set_rcu_expedited_if(config, &opts.configurations)?;
+                if let Err(e) = guard.set_rcu_expedited_if(config, &opts.configurations) {
+                    // A signal between the check above and the write: the write is refused.
+                    if stopped() {
+                        break 'levels;
+                    }
+                    return Err(e);
+                }
                 for cpu in &cpus {
                     for dir in [Direction::Down, Direction::Up] {
                         if stopped() {
