@@ -198,29 +198,54 @@ fn ctrl_c_during_hotplug() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db");
     let db_s = db.display().to_string();
-    // Ready once cpu1 has gone offline at least once (the cycles have begun).
-    let (out, took) = interrupt(
-        &[
+    let child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args([
             "hotplug",
             "--cpus",
             "1",
             "--cycles",
             "2000",
+            "--load",
+            "1",
+            "--loader",
+            "spin",
             "--mitigate",
             "rcu-expedited",
             "--no-trace",
             "--db",
             &db_s,
-        ],
-        dir.path(),
-        || read(crate::util::CPU1_ONLINE) == "0",
-    );
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ready once the loader runs and cpu1 has gone offline (the cycles have begun).
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+            .map(|s| s.split_whitespace().count())
+            .unwrap_or(0)
+    };
+    let t0 = Instant::now();
+    while children() == 0 || read(crate::util::CPU1_ONLINE) != "0" {
+        assert!(t0.elapsed() < Duration::from_secs(60), "never got ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let sent = Instant::now();
+    // The running work (cycles and loader) stops within 1 s; saving may take longer on a
+    // busy disk.
+    while children() > 0 && sent.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped = sent.elapsed();
+    let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     assert!(
-        took < Duration::from_secs(1),
-        "hotplug exited {took:?} after SIGINT"
+        stopped < Duration::from_secs(1),
+        "the loader ran {stopped:?} after SIGINT"
     );
     assert_eq!(read(crate::util::CPU1_ONLINE), "1");
     assert_eq!(read(RCU), rcu);

@@ -1,6 +1,7 @@
 //! pmlab out of its own measurements: `bench/observer` (the one sampler of pmlab's voluntary
 //! context switches, read from outside, and of LOC interrupts against `sleep`) run with
-//! shorter durations and 3 rounds; it fails when any target is missed.
+//! shorter durations and 3 rounds; it fails when any target is missed. And reading is
+//! read-only: a sched feature name leaves debugfs as found.
 
 use crate::util::is_root;
 use std::path::PathBuf;
@@ -34,4 +35,29 @@ fn pmlab_does_not_wake_the_machine_it_measures() {
         "pmlab woke more than once a second during a measured part: {stdout}"
     );
     assert!(out.status.success(), "{stdout}");
+}
+
+fn debugfs_mounted() -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("debugfs"))
+}
+
+#[test]
+fn reading_a_sched_feature_leaves_debugfs_as_found() {
+    if !is_root() || debugfs_mounted() {
+        eprintln!("skipped: needs root and debugfs not mounted");
+        return;
+    }
+    // Fails under lockdown, or succeeds: either way nothing stays mounted.
+    let _ = crate::util::pmlab()
+        .args(["knob", "get", "sched.feature.HRTICK"])
+        .output()
+        .unwrap();
+    let _ = crate::util::pmlab()
+        .args(["knob", "list"])
+        .output()
+        .unwrap();
+    assert!(!debugfs_mounted(), "pmlab left debugfs mounted");
 }

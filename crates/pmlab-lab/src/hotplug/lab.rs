@@ -258,7 +258,17 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
             let mut order = opts.configurations.clone();
             order.shuffle(&mut rng);
             for &config in &order {
-                guard.set_rcu_expedited_if(config, &opts.configurations)?;
+                if stopped() {
+                    // No knob write after a signal: the guard's restore puts them back.
+                    break 'levels;
+                }
+                if let Err(e) = guard.set_rcu_expedited_if(config, &opts.configurations) {
+                    // A signal between the check above and the write: the write is refused.
+                    if stopped() {
+                        break 'levels;
+                    }
+                    return Err(e);
+                }
                 for cpu in &cpus {
                     for dir in [Direction::Down, Direction::Up] {
                         if stopped() {
@@ -316,7 +326,9 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
         }
         loaders.stop();
     }
-    guard.set_rcu_expedited(false)?;
+    if !stopped() {
+        guard.set_rcu_expedited(false)?;
+    }
     if let Some(t) = tracer {
         let timed: Vec<TimedOp> = ops
             .iter()
