@@ -8,6 +8,7 @@ pub mod html;
 pub mod lab;
 pub mod machine;
 pub mod protocol;
+pub mod remote;
 pub mod render;
 pub mod report;
 pub mod spec;

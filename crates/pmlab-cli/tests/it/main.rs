@@ -1,6 +1,7 @@
 //! The one integration-test binary: runs the real `pmlab` binary, and on a machine
 //! that has them, the real kernel interfaces (tracefs, cpuidle, haltpoll, hotplug).
 
+mod sshd;
 mod util;
 
 mod analyze;
@@ -10,6 +11,7 @@ mod knob;
 mod lab;
 mod perfetto;
 mod record;
+mod remote;
 mod run;
 mod study;
 mod trace;
