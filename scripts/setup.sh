@@ -10,6 +10,14 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${need[@]}"
 fi
+# OpenSSH's server for the remote (-H) tests, which start their own sshd on 127.0.0.1; the
+# package's own service is stopped where systemd runs it (nothing listens elsewhere).
+if [ ! -x /usr/sbin/sshd ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q openssh-server
+  if [ -d /run/systemd/system ]; then systemctl disable --now ssh >/dev/null 2>&1 || true; fi
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust (rustup) first" >&2
   exit 1

@@ -12,6 +12,8 @@ use clap::{Parser, Subcommand};
     after_help = "Examples:\n  pmlab info\n  pmlab knob set haltpoll.guest_halt_poll_ns=200us\n  pmlab run pipe --loops 100000\n  pmlab study --quick"
 )]
 struct Cli {
+    #[command(flatten)]
+    remote: cmd::remote::Args,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +59,12 @@ fn main() {
     // tracefs instances of pmlab processes killed by SIGKILL go with the next command.
     pmlab_kernel::tracefs::sweep_stale_quietly();
     let result = match cli.command {
+        // -H: the same command line runs on the target; its exit code is ours.
+        _ if cli.remote.host.is_some() => {
+            use clap::CommandFactory;
+            let m = Cli::command().get_matches();
+            cmd::remote::run(&cli.remote, m.subcommand_name().unwrap_or_default())
+        }
         Command::Info(a) => cmd::info::run(a),
         Command::Knob(a) => cmd::knob::run(a),
         Command::Run(a) => cmd::run::run(a),

@@ -9,6 +9,7 @@ pub mod lab;
 pub mod machine;
 pub mod protocol;
 pub mod recording;
+pub mod remote;
 pub mod render;
 pub mod report;
 pub mod spec;

@@ -8,6 +8,7 @@ pub mod hotplug;
 pub mod info;
 pub mod knob;
 pub mod record;
+pub mod remote;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -1,6 +1,7 @@
 //! The one integration-test binary: runs the real `pmlab` binary, and on a machine
 //! that has them, the real kernel interfaces (tracefs, cpuidle, haltpoll, hotplug).
 
+mod sshd;
 mod util;
 
 mod analyze;
@@ -12,6 +13,7 @@ mod lab;
 mod observer;
 mod perfetto;
 mod record;
+mod remote;
 mod run;
 mod study;
 mod trace;

@@ -1,0 +1,285 @@
+//! Integration tests for `-H/--host` against a real sshd on 127.0.0.1 (tests/it/sshd.rs):
+//! `info --json` equal to the local one, `knob set`/`knob restore` round trip on the
+//! target, the binary pushed once then reused, and each refusal (unknown host, refused
+//! connection, key not accepted, no root, another architecture) clear and changing
+//! nothing on the target. Run under `flock /tmp/pmlab-live.lock` (a knob is set).
+
+use crate::sshd::{Options, Sshd};
+use crate::util::pmlab;
+use std::path::Path;
+use std::process::Command;
+
+fn stdout_of(c: &mut assert_cmd::Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A refusal: exit 1 and `pmlab: error:` with `want` in it.
+fn refused(c: &mut assert_cmd::Command, want: &str) -> String {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("pmlab: error: ") && err.contains(want),
+        "{err}"
+    );
+    err
+}
+
+/// Listening TCP sockets on `port` from /proc/net/tcp{,6}: (local address hex, port).
+fn listeners(port: u16) -> Vec<String> {
+    let mut v = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let (local, state) = (cols[1], cols[3]);
+            let (addr, p) = local.rsplit_once(':').unwrap();
+            if state == "0A" && u16::from_str_radix(p, 16).unwrap() == port {
+                v.push(addr.to_string());
+            }
+        }
+    }
+    v
+}
+
+/// Drop the fields that change from one read to the next (idle and energy counters).
+fn steady(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for k in [
+                "usage",
+                "time_us",
+                "above",
+                "below",
+                "rejected",
+                "energy_uj",
+            ] {
+                m.remove(k);
+            }
+            m.values_mut().for_each(steady);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(steady),
+        _ => {}
+    }
+}
+
+#[test]
+fn sshd_listens_on_loopback_only() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    // 127.0.0.1 in /proc/net/tcp's little-endian hex; nothing on tcp6 or 0.0.0.0.
+    assert_eq!(listeners(sshd.port), vec!["0100007F".to_string()]);
+}
+
+#[test]
+fn info_json_equals_local_and_the_binary_is_reused() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let remote = stdout_of(sshd.pmlab().args(["info", "--json"]));
+    let pushed = sshd.pushed();
+    assert_eq!(pushed.len(), 1, "{pushed:?}");
+    let bin = pushed[0].join("pmlab");
+    let ino = std::fs::metadata(&bin).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let local = stdout_of(pmlab().args(["info", "--json"]));
+    let (mut r, mut l): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&remote).unwrap(),
+        serde_json::from_str(&local).unwrap(),
+    );
+    steady(&mut r);
+    steady(&mut l);
+    // No field names the connection: the whole document is equal.
+    assert_eq!(r, l);
+    assert_eq!(r["is_root"], true);
+    // The pushed file is this pmlab, byte for byte.
+    let me = assert_cmd::cargo::cargo_bin("pmlab");
+    assert!(std::fs::read(&bin).unwrap() == std::fs::read(&me).unwrap());
+    // A second command reuses it: same file, nothing new.
+    let again = stdout_of(sshd.pmlab().args(["info", "--json"]));
+    assert!(again.contains("\"capabilities\""));
+    assert_eq!(sshd.pushed(), pushed);
+    let ino2 = std::fs::metadata(&bin).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    assert_eq!(ino.unwrap(), ino2.unwrap());
+    // Remote errors come home with their exit code.
+    let err = refused(
+        sshd.pmlab().args(["knob", "get", "no.such.knob"]),
+        "no.such",
+    );
+    assert!(!err.contains("preparing the remote target"), "{err}");
+}
+
+const POLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+
+/// Restores the target's knobs through pmlab itself if a test stops half-way.
+struct RestoreOnDrop<'a>(&'a Path);
+
+impl Drop for RestoreOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = pmlab()
+            .env("PMLAB_STATE_DIR", self.0)
+            .args(["knob", "restore"])
+            .output();
+    }
+}
+
+#[test]
+fn knob_set_then_restore_round_trips_on_the_target() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let Ok(before) = std::fs::read_to_string(POLL_NS) else {
+        println!("skipped: no {POLL_NS} here");
+        return;
+    };
+    let _guard = RestoreOnDrop(&sshd.state_dir);
+    let want = if before.trim() == "123000" {
+        "77us"
+    } else {
+        "123us"
+    };
+    let want_ns = if want == "77us" { "77000" } else { "123000" };
+    stdout_of(
+        sshd.pmlab()
+            .args(["knob", "set"])
+            .arg(format!("haltpoll.guest_halt_poll_ns={want}")),
+    );
+    assert_eq!(std::fs::read_to_string(POLL_NS).unwrap().trim(), want_ns);
+    // The target's journal (its PMLAB_STATE_DIR) holds the original value.
+    assert!(std::fs::read_dir(&sshd.state_dir).unwrap().count() > 0);
+    let got =
+        stdout_of(
+            sshd.pmlab()
+                .args(["knob", "get", "haltpoll.guest_halt_poll_ns", "--json"]),
+        );
+    assert!(got.contains(want_ns), "{got}");
+    stdout_of(sshd.pmlab().args(["knob", "restore"]));
+    assert_eq!(std::fs::read_to_string(POLL_NS).unwrap(), before);
+}
+
+#[test]
+fn unknown_host_and_refused_connection_are_refused_clearly() {
+    refused(
+        pmlab().args(["-H", "nosuch.invalid", "info"]),
+        "nosuch.invalid: unknown host",
+    );
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    refused(
+        pmlab().args(["-H", &format!("127.0.0.1:{port}"), "info"]),
+        "connection refused",
+    );
+    refused(
+        pmlab().args(["--host=-oProxyCommand=x", "info"]),
+        "not a host name",
+    );
+    refused(
+        pmlab().args(["-H", "h", "dump", "x"]),
+        "does not run on a remote target",
+    );
+}
+
+#[test]
+fn a_key_not_accepted_is_refused_without_a_prompt() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let other = sshd.dir.path().join("other_key");
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let err = refused(
+        sshd.pmlab_with("root", &other).arg("info"),
+        "key not accepted for user root",
+    );
+    assert!(err.contains("Permission denied (publickey)"), "{err}");
+    assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
+    // An unknown host key is refused too (never accepted blindly).
+    let out = pmlab()
+        .env("PMLAB_SSH_CONFIG", "/dev/null")
+        .args(["-H", &sshd.host(), "-U", "root", "-K"])
+        .arg(&sshd.key)
+        .arg("info")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host key is unknown or changed"), "{err}");
+    assert!(sshd.pushed().is_empty());
+}
+
+/// A login user made for the test (no sudo rights), removed at the end.
+struct TestUser(&'static str);
+
+impl TestUser {
+    fn create(name: &'static str) -> Option<TestUser> {
+        let _ = Command::new("userdel").arg(name).output();
+        // `-p '*'`: no password, but not a locked account (sshd refuses locked ones).
+        let ok = Command::new("useradd")
+            .args(["-M", "-d", "/nonexistent", "-s", "/bin/sh", "-p", "*", name])
+            .status()
+            .ok()?
+            .success();
+        ok.then_some(TestUser(name))
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(self.0).output();
+    }
+}
+
+#[test]
+fn a_user_without_root_or_passwordless_sudo_is_refused() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let Some(user) = TestUser::create("pmlabnoroot") else {
+        println!("skipped: useradd failed");
+        return;
+    };
+    let err = refused(
+        sshd.pmlab_as(user.0).arg("info"),
+        "user pmlabnoroot is neither root nor allowed passwordless sudo",
+    );
+    assert!(err.contains("sudo"), "{err}");
+    assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
+}
+
+#[test]
+fn a_target_of_another_architecture_is_refused_before_pushing() {
+    // The target's `uname -m` says aarch64 (a fake first on the sessions' PATH).
+    let fake = tempfile::tempdir().unwrap();
+    let uname = fake.path().join("uname");
+    std::fs::write(&uname, "#!/bin/sh\necho aarch64\n").unwrap();
+    std::fs::set_permissions(&uname, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let Some(sshd) = Sshd::start(Options {
+        path_first: Some(fake.path().to_path_buf()),
+    }) else {
+        return;
+    };
+    let local =
+        String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout).unwrap();
+    refused(
+        sshd.pmlab().arg("info"),
+        &format!(
+            "target architecture aarch64 differs from this pmlab's {}",
+            local.trim()
+        ),
+    );
+    assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
+}

@@ -1,0 +1,398 @@
+//! Remote targets: pmlab runs on another machine over OpenSSH, agentless. The `ssh`
+//! client binary carries every connection (so `~/.ssh/config`, agents, `ProxyJump` and
+//! `ControlMaster` work), in batch mode with key authentication only. Before anything is
+//! written on the target, one probe reads its architecture, its privileges (root, or
+//! passwordless `sudo`) and whether this very binary is already there; only then is
+//! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
+
+mod identity;
+mod ssh;
+
+pub use identity::Identity;
+pub use ssh::SshSays;
+
+use sha2::{Digest, Sha256};
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Output, Stdio};
+
+/// Environment variable naming an ssh client config file (`ssh -F FILE`) to use instead of
+/// `~/.ssh/config` (tests use it for their own sshd's host key and port).
+pub const SSH_CONFIG_ENV: &str = "PMLAB_SSH_CONFIG";
+
+/// Why a remote target was refused or failed. Refusals happen before anything is written
+/// on the target.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("--host {0:?}: not a host name (expected HOST, [USER@]HOST or HOST:PORT)")]
+    BadHost(String),
+    #[error("--key {}: not a readable file", .0.display())]
+    BadKey(PathBuf),
+    #[error("{host}: unknown host (the name does not resolve)")]
+    UnknownHost {
+        host: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: connection refused (no ssh server listening there)")]
+    ConnectionRefused {
+        host: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: host unreachable or timed out")]
+    Unreachable {
+        host: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: the host key is unknown or changed (add it to known_hosts first; pmlab never accepts one blindly)")]
+    HostKeyUnverified {
+        host: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: key not accepted for user {user} (pmlab uses key authentication only, never a password)")]
+    KeyRejected {
+        host: String,
+        user: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: ssh failed ({status})")]
+    Ssh {
+        host: String,
+        status: ExitStatus,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: the connection was lost")]
+    ConnectionLost { host: String },
+    #[error("{host}: user {user} is neither root nor allowed passwordless sudo ({why}); pmlab needs root on the target")]
+    NoRoot {
+        host: String,
+        user: String,
+        why: &'static str,
+    },
+    #[error("{host}: target architecture {remote} differs from this pmlab's {local} (the binary would not run there)")]
+    ArchMismatch {
+        host: String,
+        local: String,
+        remote: String,
+    },
+    #[error("{host}: unexpected answer to the probe: {answer:?}")]
+    Probe { host: String, answer: String },
+    #[error("{host}: pushing pmlab to {dir} failed")]
+    Push {
+        host: String,
+        dir: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("reading this pmlab's own executable")]
+    SelfExe(#[source] std::io::Error),
+    #[error("running ssh")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Where to connect: what `-H/--host`, `-U/--user`, `-K/--key` say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Host name, address or `~/.ssh/config` alias.
+    pub host: String,
+    pub port: Option<u16>,
+    /// `None`: ssh's own default (config, then the local user name).
+    pub user: Option<String>,
+    /// Private key file (`ssh -i`, with `IdentitiesOnly=yes`).
+    pub key: Option<PathBuf>,
+    /// ssh client config file (`ssh -F`); default from `$PMLAB_SSH_CONFIG`.
+    pub ssh_config: Option<PathBuf>,
+}
+
+impl Target {
+    /// Parse `HOST`, `USER@HOST`, `HOST:PORT`, `[V6ADDR]:PORT`. `user` (`-U`) wins over a
+    /// `USER@` in the host.
+    pub fn parse(
+        spec: &str,
+        user: Option<String>,
+        key: Option<PathBuf>,
+    ) -> Result<Target, RemoteError> {
+        let bad = || RemoteError::BadHost(spec.to_string());
+        let (at_user, rest) = match spec.rsplit_once('@') {
+            Some((u, h)) if !u.is_empty() => (Some(u.to_string()), h),
+            Some(_) => return Err(bad()),
+            None => (None, spec),
+        };
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (addr, tail) = v6.split_once(']').ok_or_else(bad)?;
+            let port = match tail.strip_prefix(':') {
+                Some(p) => Some(p.parse::<u16>().map_err(|_| bad())?),
+                None if tail.is_empty() => None,
+                None => return Err(bad()),
+            };
+            (addr.to_string(), port)
+        } else {
+            match rest.split_once(':') {
+                // One colon: HOST:PORT. More: a bare IPv6 address.
+                Some((h, p)) if !p.contains(':') => {
+                    (h.to_string(), Some(p.parse::<u16>().map_err(|_| bad())?))
+                }
+                _ => (rest.to_string(), None),
+            }
+        };
+        if host.is_empty()
+            || host.starts_with('-')
+            || host.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(bad());
+        }
+        if let Some(k) = &key {
+            if std::fs::File::open(k).is_err() || !k.is_file() {
+                return Err(RemoteError::BadKey(k.clone()));
+            }
+        }
+        Ok(Target {
+            host,
+            port,
+            user: user.or(at_user),
+            key,
+            ssh_config: std::env::var_os(SSH_CONFIG_ENV).map(PathBuf::from),
+        })
+    }
+
+    /// The user name shown in messages.
+    fn user_name(&self) -> String {
+        self.user.clone().unwrap_or_else(|| "(ssh default)".into())
+    }
+}
+
+/// How pmlab gets root on the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Privilege {
+    /// Logged in as root.
+    Root,
+    /// Through `sudo -n` (passwordless).
+    Sudo,
+}
+
+/// What the probe found on the target, before anything was written there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// `uname -m`.
+    pub arch: String,
+    pub uid: u32,
+    pub privilege: Result<Privilege, &'static str>,
+    /// `${TMPDIR:-/tmp}` on the target.
+    pub tmp: String,
+    /// This binary is already at its place, owned by the login user, with the right hash.
+    pub have_binary: bool,
+}
+
+/// A target that answered, with pmlab in place and root available: runs pmlab there.
+#[derive(Debug)]
+pub struct Remote {
+    target: Target,
+    privilege: Privilege,
+    /// The pushed binary's absolute path on the target.
+    binary: String,
+    /// The binary was pushed by this connection (false: reused).
+    pub pushed: bool,
+}
+
+/// This pmlab's executable and its SHA-256 (hex).
+fn self_exe() -> Result<(PathBuf, String), RemoteError> {
+    let path = std::env::current_exe().map_err(RemoteError::SelfExe)?;
+    let mut f = std::fs::File::open(&path).map_err(RemoteError::SelfExe)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(RemoteError::SelfExe)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok((path, format!("{:x}", h.finalize())))
+}
+
+/// This machine's architecture as `uname -m` names it.
+pub fn local_arch() -> String {
+    // SAFETY: uname fills the struct it is given.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return std::env::consts::ARCH.to_string();
+    }
+    let m = unsafe { std::ffi::CStr::from_ptr(u.machine.as_ptr()) };
+    m.to_string_lossy().into_owned()
+}
+
+/// The directory the binary with this hash lives in, under the target's `tmp`.
+fn binary_dir(tmp: &str, hash: &str) -> String {
+    format!("{}/pmlab-{}", tmp.trim_end_matches('/'), &hash[..16])
+}
+
+/// The probe script: reads only, writes nothing. `HASH` is the binary's SHA-256.
+fn probe_script(hash: &str) -> String {
+    format!(
+        r#"t="${{TMPDIR:-/tmp}}"; d="$t/pmlab-{short}"
+echo "arch=$(uname -m)"; echo "uid=$(id -u)"; echo "tmp=$t"
+if [ "$(id -u)" = 0 ]; then echo priv=root
+elif ! command -v sudo >/dev/null 2>&1; then echo priv=nosudo
+elif sudo -n true >/dev/null 2>&1; then echo priv=sudo
+else echo priv=sudopw; fi
+if [ -f "$d/pmlab" ] && [ "$(stat -c %u "$d")" = "$(id -u)" ] && [ -z "$(find "$d" "$d/pmlab" -maxdepth 0 -perm /022)" ] \
+  && echo "{hash}  $d/pmlab" | sha256sum -c --status 2>/dev/null; then echo have=yes; else echo have=no; fi
+"#,
+        short = &hash[..16],
+    )
+}
+
+fn parse_probe(host: &str, answer: &str) -> Result<Probe, RemoteError> {
+    let bad = || RemoteError::Probe {
+        host: host.to_string(),
+        answer: answer.to_string(),
+    };
+    let get = |k: &str| {
+        answer
+            .lines()
+            .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let arch = get("arch").filter(|a| !a.is_empty()).ok_or_else(bad)?;
+    let uid = get("uid").and_then(|u| u.parse().ok()).ok_or_else(bad)?;
+    let tmp = get("tmp").filter(|t| t.starts_with('/')).ok_or_else(bad)?;
+    let privilege = match get("priv").as_deref() {
+        Some("root") => Ok(Privilege::Root),
+        Some("sudo") => Ok(Privilege::Sudo),
+        Some("nosudo") => Err("sudo is not installed"),
+        Some("sudopw") => Err("sudo -n true asks for a password or is not allowed"),
+        _ => return Err(bad()),
+    };
+    let have_binary = get("have").as_deref() == Some("yes");
+    Ok(Probe {
+        arch,
+        uid,
+        privilege,
+        tmp,
+        have_binary,
+    })
+}
+
+impl Remote {
+    /// Connect: probe (read-only), refuse on another architecture or without root, then
+    /// push this binary unless the same one is already there.
+    pub fn connect(target: Target) -> Result<Remote, RemoteError> {
+        let (exe, hash) = self_exe()?;
+        let answer = ssh::capture(&target, &probe_script(&hash), Stdio::null())?;
+        let probe = parse_probe(&target.host, &String::from_utf8_lossy(&answer.stdout))?;
+        let local = local_arch();
+        if probe.arch != local {
+            return Err(RemoteError::ArchMismatch {
+                host: target.host.clone(),
+                local,
+                remote: probe.arch,
+            });
+        }
+        let privilege = probe.privilege.map_err(|why| RemoteError::NoRoot {
+            host: target.host.clone(),
+            user: target.user_name(),
+            why,
+        })?;
+        let dir = binary_dir(&probe.tmp, &hash);
+        let binary = format!("{dir}/pmlab");
+        let pushed = !probe.have_binary;
+        if pushed {
+            push(&target, &exe, &hash, &dir)?;
+        }
+        Ok(Remote {
+            target,
+            privilege,
+            binary,
+            pushed,
+        })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    pub fn privilege(&self) -> Privilege {
+        self.privilege
+    }
+
+    /// The pushed binary's path on the target.
+    pub fn binary(&self) -> &str {
+        &self.binary
+    }
+
+    /// The remote command line running pmlab with `args` (shell-quoted for ssh).
+    fn command_line(&self, args: &[OsString]) -> String {
+        let mut words: Vec<String> = Vec::with_capacity(args.len() + 3);
+        words.push("exec".into());
+        if self.privilege == Privilege::Sudo {
+            words.extend(["sudo".into(), "-n".into()]);
+        }
+        words.push(shell_words::quote(&self.binary).into_owned());
+        words.extend(
+            args.iter()
+                .map(|a| shell_words::quote(&a.to_string_lossy()).into_owned()),
+        );
+        words.join(" ")
+    }
+
+    /// Run pmlab on the target with `args`, its stdout and stderr going to ours. Returns
+    /// the remote pmlab's exit status; a lost connection is an error.
+    pub fn run(&self, args: &[OsString]) -> Result<ExitStatus, RemoteError> {
+        let status = ssh::command(&self.target, &self.command_line(args))
+            .stdin(Stdio::null())
+            .status()
+            .map_err(RemoteError::Spawn)?;
+        if status.code() == Some(255) {
+            return Err(RemoteError::ConnectionLost {
+                host: self.target.host.clone(),
+            });
+        }
+        Ok(status)
+    }
+
+    /// Run pmlab on the target with `args` and capture its output.
+    pub fn output(&self, args: &[OsString]) -> Result<Output, RemoteError> {
+        let out = ssh::command(&self.target, &self.command_line(args))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(RemoteError::Spawn)?;
+        if out.status.code() == Some(255) {
+            return Err(ssh::classify(&self.target, out.status, &out.stderr));
+        }
+        Ok(out)
+    }
+}
+
+/// Copy `exe` into `dir` on the target: written under a temporary name, its hash checked
+/// there, then renamed, so a broken transfer never leaves a binary that looks right.
+fn push(target: &Target, exe: &Path, hash: &str, dir: &str) -> Result<(), RemoteError> {
+    let q = |s: &str| shell_words::quote(s).into_owned();
+    let script = format!(
+        r#"set -e; umask 077; d={d}
+mkdir -p "$d"; [ "$(stat -c %u "$d")" = "$(id -u)" ] || {{ echo "$d belongs to another user" >&2; exit 3; }}
+chmod 700 "$d"; f="$d/pmlab.$$"; cat > "$f"; chmod 700 "$f"
+echo {hash}"  $f" | sha256sum -c --status || {{ rm -f "$f"; echo "checksum mismatch after transfer" >&2; exit 4; }}
+mv -f "$f" "$d/pmlab""#,
+        d = q(dir),
+        hash = q(hash),
+    );
+    let file = std::fs::File::open(exe).map_err(RemoteError::SelfExe)?;
+    let out = ssh::capture(target, &script, Stdio::from(file))?;
+    if !out.status.success() {
+        return Err(RemoteError::Push {
+            host: target.host.clone(),
+            dir: dir.to_string(),
+            ssh: SshSays(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
