@@ -57,7 +57,9 @@ impl Analysis {
 
 /// An `--only` name that is not an analysis.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif")]
+#[error(
+    "unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif"
+)]
 pub struct UnknownAnalysis(pub String);
 
 impl std::str::FromStr for Analysis {
