@@ -20,3 +20,8 @@ if ! python3 -c 'import pyarrow, duckdb' >/dev/null 2>&1; then
   python3 -m pip install -q --root-user-action=ignore pyarrow duckdb ||
     python3 -m pip install -q --root-user-action=ignore --break-system-packages pyarrow duckdb
 fi
+# Perfetto's protobuf classes (no trace processor download) for tests/perfetto_check.py.
+if ! python3 -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' >/dev/null 2>&1; then
+  python3 -m pip install -q --root-user-action=ignore perfetto ||
+    python3 -m pip install -q --root-user-action=ignore --break-system-packages perfetto
+fi

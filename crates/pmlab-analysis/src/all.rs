@@ -15,9 +15,62 @@ use pmlab_trace::Trace;
 use serde::Serialize;
 
 /// The analyses `pmlab analyze --only` selects from (hotplug lives in its own module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Analysis {
+    Idle,
+    Wakeups,
+    Hotplug,
+    Sched,
+    Freq,
+    Energy,
+    Haltpoll,
+    Whatif,
+}
+
+/// The analyses' names, in [`Analysis::ALL`] order (for listings, e.g. the Python module's).
 pub const KINDS: &[&str] = &[
     "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif",
 ];
+
+impl Analysis {
+    pub const ALL: [Analysis; 8] = [
+        Analysis::Idle,
+        Analysis::Wakeups,
+        Analysis::Hotplug,
+        Analysis::Sched,
+        Analysis::Freq,
+        Analysis::Energy,
+        Analysis::Haltpoll,
+        Analysis::Whatif,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+
+    /// Whether a selection (empty: all analyses) includes this one.
+    pub fn selected_in(self, only: &[Analysis]) -> bool {
+        only.is_empty() || only.contains(&self)
+    }
+}
+
+/// An `--only` name that is not an analysis.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif"
+)]
+pub struct UnknownAnalysis(pub String);
+
+impl std::str::FromStr for Analysis {
+    type Err = UnknownAnalysis;
+    fn from_str(s: &str) -> Result<Analysis, UnknownAnalysis> {
+        Analysis::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownAnalysis(s.to_string()))
+    }
+}
 
 /// One analysis's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -114,9 +167,9 @@ pub struct Extras<'a> {
     pub sidecar: Option<Result<Sidecar, String>>,
 }
 
-/// Run the analyses named in `only` (all of [`KINDS`] when empty).
-pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Report {
-    let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
+/// Run the analyses named in `only` (all of them when empty; hotplug is the caller's).
+pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> Report {
+    let want = |a: Analysis| a.selected_in(only);
     let ev = &trace.events;
     let mut r = Report {
         source: trace.source.clone(),
@@ -125,20 +178,20 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         span_ns: ev.ts.last().copied().unwrap_or(0) - ev.ts.first().copied().unwrap_or(0),
         ..Default::default()
     };
-    let needs_periods = want("idle")
-        || want("wakeups")
-        || want("whatif")
-        || want("energy")
+    let needs_periods = want(Analysis::Idle)
+        || want(Analysis::Wakeups)
+        || want(Analysis::Whatif)
+        || want(Analysis::Energy)
         || extras.sidecar.is_some();
-    let wants_idle_rep = want("idle") || extras.sidecar.is_some();
+    let wants_idle_rep = want(Analysis::Idle) || extras.sidecar.is_some();
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
     // sched, freq and haltpoll on another meanwhile.
     let (periods, idle_rep, wake, (sched, freq, haltpoll)) = std::thread::scope(|sc| {
         let others = sc.spawn(|| {
             (
-                want("sched").then(|| sched::analyze(trace, opts)),
-                want("freq").then(|| freq::analyze(trace, opts)),
-                want("haltpoll").then(|| haltpoll::analyze(trace, opts)),
+                want(Analysis::Sched).then(|| sched::analyze(trace, opts)),
+                want(Analysis::Freq).then(|| freq::analyze(trace, opts)),
+                want(Analysis::Haltpoll).then(|| haltpoll::analyze(trace, opts)),
             )
         });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
@@ -154,16 +207,17 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
                     })
             });
             // The replay's input comes from the same wakeups walk, with detail.
-            let wake = (want("wakeups") || want("whatif")).then(|| {
+            let whatif = want(Analysis::Whatif);
+            let wake = (want(Analysis::Wakeups) || whatif).then(|| {
                 match periods.as_ref().expect("computed") {
-                    Ok(p) if want("whatif") => match replay::prepare_with(trace, opts, p) {
+                    Ok(p) if whatif => match replay::prepare_with(trace, opts, p) {
                         Ok((w, input)) => (Ok(w), Some(Ok(input))),
                         Err(m) => (wakeups::analyze_with(trace, opts, p), Some(Err(m))),
                     },
                     Ok(p) => (wakeups::analyze_with(trace, opts, p), None),
                     Err(_) => (
                         wakeups::analyze(trace, opts),
-                        want("whatif").then(|| replay::prepare(trace, opts)),
+                        whatif.then(|| replay::prepare(trace, opts)),
                     ),
                 }
             });
@@ -171,21 +225,21 @@ pub fn run(trace: &Trace, opts: &Options, only: &[String], extras: Extras) -> Re
         });
         (periods, idle_rep, wake, joined(others))
     });
-    if want("idle") {
+    if want(Analysis::Idle) {
         r.idle = idle_rep.clone().map(outcome);
     }
     let (wake, input) = match wake {
         Some((w, i)) => (Some(w), i),
         None => (None, None),
     };
-    if want("wakeups") {
+    if want(Analysis::Wakeups) {
         r.wakeups = wake.map(outcome);
     }
     r.whatif = input.map(|i| outcome(i.map(|i| replay::replay(&i, &replay::Config::default()))));
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
     r.haltpoll = haltpoll.map(outcome);
-    if want("energy") {
+    if want(Analysis::Energy) {
         r.energy = Some(match (extras.model, periods.as_ref().expect("computed")) {
             (None, _) => Outcome::Skipped {
                 skipped:
@@ -245,4 +299,56 @@ impl Report {
         }
         v
     }
+}
+
+/// Whether the analyses in `only` (all when empty) name kernel symbols, so the trace must
+/// be opened with kallsyms: only wakeups and hotplug do.
+pub fn needs_kallsyms(only: &[Analysis]) -> bool {
+    Analysis::Wakeups.selected_in(only) || Analysis::Hotplug.selected_in(only)
+}
+
+/// What `pmlab analyze` computes for one trace: the analyses of [`run`], and hotplug steps.
+pub struct Analyzed {
+    pub report: Report,
+    pub hotplug: Option<Outcome<crate::hotplug::HotplugReport>>,
+}
+
+impl Analyzed {
+    /// The sections in display order, hotplug last.
+    pub fn sections(&self) -> Vec<Section> {
+        let mut v = self.report.sections();
+        v.extend(self.hotplug.as_ref().map(|h| h.section("hotplug")));
+        v
+    }
+    /// Every table of every section, as `pmlab analyze --export` writes them.
+    pub fn tables(&self) -> Vec<Table> {
+        self.sections().into_iter().flat_map(|s| s.tables).collect()
+    }
+    /// The report as JSON, with hotplug beside the others.
+    pub fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut v = serde_json::to_value(&self.report)?;
+        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
+            m.insert("hotplug".into(), serde_json::to_value(h)?);
+        }
+        Ok(v)
+    }
+}
+
+/// [`run`] and the hotplug analysis beside it (when selected), as `pmlab analyze` runs them;
+/// `hotplug_states` names the cpuhp steps (`N: name` of the recording machine).
+pub fn analyze(
+    trace: &Trace,
+    opts: &Options,
+    only: &[Analysis],
+    extras: Extras,
+    hotplug_states: Option<&[(u32, String)]>,
+) -> Analyzed {
+    let wants_hotplug = Analysis::Hotplug.selected_in(only);
+    let (report, hotplug) = std::thread::scope(|sc| {
+        let hotplug = sc.spawn(|| {
+            wants_hotplug.then(|| outcome(crate::hotplug::analyze(trace, hotplug_states)))
+        });
+        (run(trace, opts, only, extras), joined(hotplug))
+    });
+    Analyzed { report, hotplug }
 }

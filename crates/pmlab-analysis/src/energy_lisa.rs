@@ -4,7 +4,7 @@
 //! into plain strings before parsing and the CPU nodes are collected where they are defined.
 
 use crate::energy::{Domain, Model, ModelError, Opp};
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 
 fn untag(v: &Value) -> &Value {
@@ -64,7 +64,7 @@ impl Model {
             path: path.into(),
             msg,
         };
-        let doc: Value = serde_yaml::from_str(&unalias(text)).map_err(|e| err(e.to_string()))?;
+        let doc: Value = serde_norway::from_str(&unalias(text)).map_err(|e| err(e.to_string()))?;
         let nrg = find(&doc, "nrg-model")
             .ok_or_else(|| err("no nrg-model (energy model) in this plat_info".into()))?;
         let mut nodes = Vec::new();

@@ -29,8 +29,30 @@ pub fn write_parquet(dir: &Path, tables: &[Table]) -> std::io::Result<Vec<PathBu
     Ok(out)
 }
 
-/// A column's type from its cells: integers stay INT64, any float makes it DOUBLE, any
-/// string makes it UTF8 (numbers then written as text); empty cells are nulls.
+/// The type of an exported column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Int64,
+    Double,
+    Utf8,
+}
+
+/// Column `i`'s type from its cells: integers stay INT64, any float makes it DOUBLE, any
+/// string (or no value at all) makes it UTF8 (numbers then written as text); empty cells
+/// are nulls. Parquet and the Python tables (`pmlab.analyze`) both follow it.
+pub fn column_type(t: &Table, i: usize) -> ColumnType {
+    let cells = || t.rows.iter().map(|r| r.get(i).unwrap_or(&Cell::Empty));
+    let has = |f: fn(&Cell) -> bool| cells().any(f);
+    if has(|c| matches!(c, Cell::Str(_))) || !has(|c| !matches!(c, Cell::Empty)) {
+        ColumnType::Utf8
+    } else if has(|c| matches!(c, Cell::Float(_))) {
+        ColumnType::Double
+    } else {
+        ColumnType::Int64
+    }
+}
+
+/// A table as Parquet columns, typed by [`column_type`].
 pub fn to_parquet(t: &Table) -> parquet::Table {
     let mut pt = parquet::Table::new();
     for (i, name) in t.columns.iter().enumerate() {
@@ -39,18 +61,15 @@ pub fn to_parquet(t: &Table) -> parquet::Table {
             .iter()
             .map(|r| r.get(i).unwrap_or(&Cell::Empty))
             .collect();
-        let has = |f: fn(&Cell) -> bool| cells.iter().any(|c| f(c));
-        let column = if has(|c| matches!(c, Cell::Str(_))) || !has(|c| !matches!(c, Cell::Empty)) {
-            parquet::Column::Utf8(
+        let column = match column_type(t, i) {
+            ColumnType::Utf8 => parquet::Column::Utf8(
                 cells
                     .iter()
                     .map(|c| (!matches!(c, Cell::Empty)).then(|| c.csv()))
                     .collect(),
-            )
-        } else if has(|c| matches!(c, Cell::Float(_))) {
-            parquet::Column::Double(cells.iter().map(|c| c.num()).collect())
-        } else {
-            parquet::Column::Int64(
+            ),
+            ColumnType::Double => parquet::Column::Double(cells.iter().map(|c| c.num()).collect()),
+            ColumnType::Int64 => parquet::Column::Int64(
                 cells
                     .iter()
                     .map(|c| match c {
@@ -58,7 +77,7 @@ pub fn to_parquet(t: &Table) -> parquet::Table {
                         _ => None,
                     })
                     .collect(),
-            )
+            ),
         };
         pt.push(name.clone(), column);
     }

@@ -850,12 +850,10 @@ impl Tabular for HotplugReport {
     }
 }
 
+/// Nearest-rank median (the lower middle value), 0 when empty.
 fn median(v: &mut [u64]) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
     v.sort_unstable();
-    v[(v.len() - 1) / 2]
+    crate::stats::percentile(v, 50.0)
 }
 
 /// Which states are the arch part: `cpu:kick_ap` (or `cpu:bringup`) through `ap:online`, and

@@ -2,7 +2,7 @@
 //! to idle-task (pid 0) periods from `sched:sched_switch` for CPUs without `cpu_idle`; per CPU
 //! and state time, share, entries, residency summary, governor misses, all-CPUs-idle overlap.
 
-use crate::stats::Summary;
+use crate::stats::DurationSummary;
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::{FieldRef, Trace};
@@ -383,7 +383,7 @@ pub struct StateRow {
     /// Periods entered during the trace.
     pub entries: u64,
     /// Residency of complete periods (entered and exited within the trace).
-    pub residency: Summary,
+    pub residency: DurationSummary,
     /// Governor misses: too deep (`above`) and too shallow (`below`); None when unknown.
     pub above: Option<u64>,
     pub below: Option<u64>,
@@ -467,7 +467,7 @@ pub fn report(trace: &Trace, opts: &Options, p: &Periods) -> IdleReport {
                 time_ns: time,
                 share: time as f64 / span as f64,
                 entries,
-                residency: Summary::of(&mut res),
+                residency: DurationSummary::of(&mut res),
                 above: m.map(|m| m.0),
                 below: m.map(|m| m.1),
             });
@@ -746,7 +746,9 @@ impl Tabular for IdleReport {
         vec![cpu, st]
     }
     fn notes(&self) -> Vec<String> {
-        self.notes.clone()
+        let mut notes = self.notes.clone();
+        notes.push(crate::stats::PERCENTILE_NOTE.into());
+        notes
     }
 }
 

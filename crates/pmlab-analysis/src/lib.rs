@@ -9,7 +9,6 @@ pub mod energy;
 mod energy_lisa;
 pub mod export;
 pub mod freq;
-pub mod fxhash;
 pub mod haltpoll;
 pub mod hotplug;
 pub mod idle;

@@ -1,13 +1,19 @@
-//! A minimal, dependency-free Parquet writer for flat tables (pandas, polars, DuckDB, Arrow).
+//! Parquet export of flat tables (pandas, polars, DuckDB, Arrow), written by the `parquet`
+//! crate of arrow-rs.
 //!
-//! One row group, one data page (v1) per column, PLAIN encoding, no compression, no
-//! statistics. Columns are INT64, DOUBLE, BYTE_ARRAY annotated UTF8 (strings) or BOOLEAN;
-//! a column is REQUIRED when it has no null, else OPTIONAL with definition levels
-//! (RLE/bit-packing hybrid, bit width 1). The footer (FileMetaData) is written with the
-//! Thrift compact protocol, following apache/parquet-format `parquet.thrift`.
+//! One row group; columns are INT64, DOUBLE, BYTE_ARRAY annotated as strings, or BOOLEAN;
+//! a column is REQUIRED when it has no null, else OPTIONAL. Uncompressed, so the file is
+//! written without any codec built in.
 
+use parquet::basic::{LogicalType, Repetition, Type as PhysicalType};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
+use parquet::errors::ParquetError;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::Type;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 /// One column's values; `None` is a null.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,43 +57,40 @@ impl Column {
         self.len() == 0
     }
 
-    /// Presence of each row's value.
-    fn present(&self) -> Vec<bool> {
+    fn has_null(&self) -> bool {
         match self {
-            Column::Int64(v) => v.iter().map(Option::is_some).collect(),
-            Column::Double(v) => v.iter().map(Option::is_some).collect(),
-            Column::Utf8(v) => v.iter().map(Option::is_some).collect(),
-            Column::Bool(v) => v.iter().map(Option::is_some).collect(),
+            Column::Int64(v) => v.iter().any(Option::is_none),
+            Column::Double(v) => v.iter().any(Option::is_none),
+            Column::Utf8(v) => v.iter().any(Option::is_none),
+            Column::Bool(v) => v.iter().any(Option::is_none),
         }
     }
 
-    /// Parquet physical type (`Type` enum of parquet.thrift).
-    fn physical(&self) -> i32 {
-        match self {
-            Column::Bool(_) => 0,
-            Column::Int64(_) => 2,
-            Column::Double(_) => 5,
-            Column::Utf8(_) => 6,
-        }
+    /// The column's schema node.
+    fn schema(&self, name: &str) -> Result<Type, ParquetError> {
+        let (physical, logical) = match self {
+            Column::Int64(_) => (PhysicalType::INT64, None),
+            Column::Double(_) => (PhysicalType::DOUBLE, None),
+            Column::Utf8(_) => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+            Column::Bool(_) => (PhysicalType::BOOLEAN, None),
+        };
+        let repetition = if self.has_null() {
+            Repetition::OPTIONAL
+        } else {
+            Repetition::REQUIRED
+        };
+        Type::primitive_type_builder(name, physical)
+            .with_repetition(repetition)
+            .with_logical_type(logical)
+            .build()
     }
+}
 
-    /// PLAIN encoding of the non-null values.
-    fn plain(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        match self {
-            Column::Int64(v) => v.iter().flatten().for_each(|x| out.extend(x.to_le_bytes())),
-            Column::Double(v) => v.iter().flatten().for_each(|x| out.extend(x.to_le_bytes())),
-            Column::Utf8(v) => v.iter().flatten().for_each(|s| {
-                out.extend((s.len() as u32).to_le_bytes());
-                out.extend(s.as_bytes());
-            }),
-            Column::Bool(v) => {
-                let bits: Vec<bool> = v.iter().flatten().copied().collect();
-                out = pack_bits(&bits);
-            }
-        }
-        out
-    }
+/// The non-null values of a column and, for an OPTIONAL one, its definition levels.
+fn values_and_levels<T: Clone>(v: &[Option<T>], optional: bool) -> (Vec<T>, Option<Vec<i16>>) {
+    let values = v.iter().flatten().cloned().collect();
+    let levels = optional.then(|| v.iter().map(|x| i16::from(x.is_some())).collect());
+    (values, levels)
 }
 
 /// A flat table: named columns of equal length.
@@ -127,6 +130,10 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
+fn parquet_err(e: ParquetError) -> io::Error {
+    io::Error::other(e)
+}
+
 /// The Parquet file of `table`, in memory.
 pub fn to_bytes(table: &Table) -> io::Result<Vec<u8>> {
     let rows = table.rows();
@@ -144,270 +151,66 @@ pub fn to_bytes(table: &Table) -> io::Result<Vec<u8>> {
             return Err(invalid(format!("parquet: column `{name}` appears twice")));
         }
     }
-    let mut file = b"PAR1".to_vec();
-    let mut chunks = Vec::new();
-    for (name, c) in &table.columns {
-        let present = c.present();
-        let optional = present.iter().any(|p| !p);
-        let mut page = Vec::new();
-        if optional {
-            let levels = rle_levels(&present);
-            page.extend((levels.len() as u32).to_le_bytes());
-            page.extend(levels);
-        }
-        page.extend(c.plain());
-        let size = i32::try_from(page.len())
-            .map_err(|_| invalid(format!("parquet: column `{name}` is over 2 GiB")))?;
-        let header = page_header(rows as i32, size);
-        let offset = file.len() as i64;
-        let total = (header.len() + page.len()) as i64;
-        file.extend(header);
-        file.extend(page);
-        chunks.push(Chunk {
-            name: name.clone(),
-            physical: c.physical(),
-            utf8: matches!(c, Column::Utf8(_)),
-            optional,
-            offset,
-            total,
-        });
-    }
-    let footer = file_metadata(&chunks, rows as i64);
-    file.extend(&footer);
-    file.extend((footer.len() as u32).to_le_bytes());
-    file.extend(b"PAR1");
-    Ok(file)
-}
-
-/// Where one column chunk went, for the footer.
-struct Chunk {
-    name: String,
-    physical: i32,
-    utf8: bool,
-    optional: bool,
-    offset: i64,
-    total: i64,
-}
-
-/// Bits packed least significant first, as PLAIN booleans and bit-packed runs want.
-fn pack_bits(bits: &[bool]) -> Vec<u8> {
-    let mut out = vec![0u8; bits.len().div_ceil(8)];
-    for (i, _) in bits.iter().enumerate().filter(|(_, b)| **b) {
-        out[i / 8] |= 1 << (i % 8);
-    }
-    out
-}
-
-/// Definition levels (0 = null, 1 = present) as RLE runs of the hybrid encoding, bit width 1.
-fn rle_levels(present: &[bool]) -> Vec<u8> {
+    let fields = table
+        .columns
+        .iter()
+        .map(|(name, c)| c.schema(name).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(parquet_err)?;
+    let schema = Type::group_type_builder("schema")
+        .with_fields(fields)
+        .build()
+        .map_err(parquet_err)?;
+    let props = WriterProperties::builder()
+        .set_created_by("pmlab".into())
+        .build();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < present.len() {
-        let v = present[i];
-        let run = present[i..].iter().take_while(|p| **p == v).count();
-        varint(&mut out, (run as u64) << 1);
-        out.push(v as u8);
-        i += run;
-    }
-    out
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// Thrift compact protocol type ids.
-mod ty {
-    pub const I32: u8 = 5;
-    pub const I64: u8 = 6;
-    pub const BINARY: u8 = 8;
-    pub const LIST: u8 = 9;
-    pub const STRUCT: u8 = 12;
-}
-
-/// A Thrift compact-protocol encoder for the few shapes the footer needs.
-struct Compact {
-    buf: Vec<u8>,
-    /// Last field id written, per open struct.
-    last: Vec<i16>,
-}
-
-impl Compact {
-    fn new() -> Compact {
-        Compact {
-            buf: Vec::new(),
-            last: vec![0],
+    let mut writer = SerializedFileWriter::new(&mut out, Arc::new(schema), Arc::new(props))
+        .map_err(parquet_err)?;
+    let mut group = writer.next_row_group().map_err(parquet_err)?;
+    for (_, c) in &table.columns {
+        let mut col = group
+            .next_column()
+            .map_err(parquet_err)?
+            .ok_or_else(|| invalid("parquet: more columns than the schema".into()))?;
+        let optional = c.has_null();
+        match c {
+            Column::Int64(v) => {
+                let (values, levels) = values_and_levels(v, optional);
+                col.typed::<Int64Type>()
+                    .write_batch(&values, levels.as_deref(), None)
+            }
+            Column::Double(v) => {
+                let (values, levels) = values_and_levels(v, optional);
+                col.typed::<DoubleType>()
+                    .write_batch(&values, levels.as_deref(), None)
+            }
+            Column::Utf8(v) => {
+                let (values, levels) = values_and_levels(v, optional);
+                let values: Vec<ByteArray> = values
+                    .into_iter()
+                    .map(|s| ByteArray::from(s.into_bytes()))
+                    .collect();
+                col.typed::<ByteArrayType>()
+                    .write_batch(&values, levels.as_deref(), None)
+            }
+            Column::Bool(v) => {
+                let (values, levels) = values_and_levels(v, optional);
+                col.typed::<BoolType>()
+                    .write_batch(&values, levels.as_deref(), None)
+            }
         }
+        .map_err(parquet_err)?;
+        col.close().map_err(parquet_err)?;
     }
-
-    fn field(&mut self, id: i16, t: u8) {
-        let last = self.last.last_mut().expect("inside a struct");
-        let delta = id - *last;
-        if (1..=15).contains(&delta) {
-            self.buf.push(((delta as u8) << 4) | t);
-        } else {
-            self.buf.push(t);
-            varint(&mut self.buf, zigzag(id as i64));
-        }
-        *last = id;
-    }
-
-    fn i32(&mut self, id: i16, v: i32) {
-        self.field(id, ty::I32);
-        varint(&mut self.buf, zigzag(v as i64));
-    }
-
-    fn i64(&mut self, id: i16, v: i64) {
-        self.field(id, ty::I64);
-        varint(&mut self.buf, zigzag(v));
-    }
-
-    fn string(&mut self, id: i16, s: &str) {
-        self.field(id, ty::BINARY);
-        self.raw_string(s);
-    }
-
-    fn raw_string(&mut self, s: &str) {
-        varint(&mut self.buf, s.len() as u64);
-        self.buf.extend(s.as_bytes());
-    }
-
-    /// A list field header; the caller writes `n` elements of type `elem`.
-    fn list(&mut self, id: i16, elem: u8, n: usize) {
-        self.field(id, ty::LIST);
-        if n < 15 {
-            self.buf.push(((n as u8) << 4) | elem);
-        } else {
-            self.buf.push(0xf0 | elem);
-            varint(&mut self.buf, n as u64);
-        }
-    }
-
-    /// Start a struct-typed field.
-    fn begin(&mut self, id: i16) {
-        self.field(id, ty::STRUCT);
-        self.last.push(0);
-    }
-
-    /// Start a struct that is a list element.
-    fn begin_element(&mut self) {
-        self.last.push(0);
-    }
-
-    /// Close the innermost struct (STOP).
-    fn end(&mut self) {
-        self.buf.push(0);
-        self.last.pop();
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        self.buf.push(0);
-        self.buf
-    }
-}
-
-/// PageHeader { type DATA_PAGE, sizes, DataPageHeader { num_values, PLAIN, RLE, RLE } }.
-fn page_header(num_values: i32, size: i32) -> Vec<u8> {
-    let mut t = Compact::new();
-    t.i32(1, 0);
-    t.i32(2, size);
-    t.i32(3, size);
-    t.begin(5);
-    t.i32(1, num_values);
-    t.i32(2, 0);
-    t.i32(3, 3);
-    t.i32(4, 3);
-    t.end();
-    t.finish()
-}
-
-/// FileMetaData: version, schema (root + leaves), num_rows, one row group, created_by.
-fn file_metadata(chunks: &[Chunk], rows: i64) -> Vec<u8> {
-    let mut t = Compact::new();
-    t.i32(1, 1);
-    t.list(2, ty::STRUCT, chunks.len() + 1);
-    t.begin_element();
-    t.string(4, "schema");
-    t.i32(5, chunks.len() as i32);
-    t.end();
-    for c in chunks {
-        t.begin_element();
-        t.i32(1, c.physical);
-        t.i32(3, c.optional as i32);
-        t.string(4, &c.name);
-        if c.utf8 {
-            t.i32(6, 0); // ConvertedType UTF8
-            t.begin(10); // LogicalType
-            t.begin(1); // STRING
-            t.end();
-            t.end();
-        }
-        t.end();
-    }
-    t.i64(3, rows);
-    t.list(4, ty::STRUCT, 1);
-    t.begin_element();
-    t.list(1, ty::STRUCT, chunks.len());
-    for c in chunks {
-        t.begin_element();
-        t.i64(2, c.offset);
-        t.begin(3);
-        t.i32(1, c.physical);
-        let encodings: &[i32] = if c.optional { &[0, 3] } else { &[0] };
-        t.list(2, ty::I32, encodings.len());
-        for e in encodings {
-            varint(&mut t.buf, zigzag(*e as i64));
-        }
-        t.list(3, ty::BINARY, 1);
-        t.raw_string(&c.name);
-        t.i32(4, 0);
-        t.i64(5, rows);
-        t.i64(6, c.total);
-        t.i64(7, c.total);
-        t.i64(9, c.offset);
-        t.end();
-        t.end();
-    }
-    t.i64(2, chunks.iter().map(|c| c.total).sum());
-    t.i64(3, rows);
-    t.end();
-    t.string(6, concat!("pmlab version ", env!("CARGO_PKG_VERSION")));
-    t.finish()
+    group.close().map_err(parquet_err)?;
+    writer.close().map_err(parquet_err)?;
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn compact_field_headers_and_varints() {
-        let mut t = Compact::new();
-        t.i32(1, 1); // delta 1, i32, zigzag(1)=2
-        t.i64(17, -1); // long form: type, zigzag(17)=34, zigzag(-1)=1
-        t.string(18, "ab");
-        assert_eq!(
-            t.finish(),
-            vec![0x15, 2, 0x06, 34, 1, 0x18, 2, b'a', b'b', 0]
-        );
-        let mut v = Vec::new();
-        varint(&mut v, 300);
-        assert_eq!(v, vec![0xac, 0x02]);
-    }
-
-    #[test]
-    fn levels_and_bits() {
-        assert_eq!(rle_levels(&[true, true, false]), vec![4, 1, 2, 0]);
-        assert_eq!(pack_bits(&[true, false, true, true]), vec![0b1101]);
-        assert_eq!(pack_bits(&[true; 9]), vec![0xff, 1], "9 bits need 2 bytes");
-    }
 
     #[test]
     fn file_frame_and_footer_length() {

@@ -2,19 +2,19 @@
 //! task) and run-queue waits of preempted tasks (switched out runnable → switched back in),
 //! per task and overall, as percentiles.
 
-use crate::fxhash::FxHashMap;
-use crate::stats::Summary;
+use crate::stats::DurationSummary;
 use crate::table::Table;
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::Trace;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
     /// `comm:pid`, or "all".
     pub task: String,
-    pub wakeup: Summary,
-    pub runq: Summary,
+    pub wakeup: DurationSummary,
+    pub runq: DurationSummary,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,15 +163,15 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
     // The overall summaries read every task's values in place (no concatenated copy).
     let overall = TaskRow {
         task: "all".into(),
-        wakeup: Summary::of_parts(&lat.iter().map(|t| t.2.as_slice()).collect::<Vec<_>>()),
-        runq: Summary::of_parts(&lat.iter().map(|t| t.3.as_slice()).collect::<Vec<_>>()),
+        wakeup: DurationSummary::of_parts(&lat.iter().map(|t| t.2.as_slice()).collect::<Vec<_>>()),
+        runq: DurationSummary::of_parts(&lat.iter().map(|t| t.3.as_slice()).collect::<Vec<_>>()),
     };
     let mut tasks: Vec<TaskRow> = lat
         .into_iter()
         .map(|(pid, comm, mut w, mut q)| TaskRow {
             task: format!("{comm}:{pid}"),
-            wakeup: Summary::of(&mut w),
-            runq: Summary::of(&mut q),
+            wakeup: DurationSummary::of(&mut w),
+            runq: DurationSummary::of(&mut q),
         })
         .collect();
     tasks.sort_by(|a, b| {
@@ -227,6 +227,8 @@ impl Tabular for SchedReport {
         vec![t]
     }
     fn notes(&self) -> Vec<String> {
-        self.notes.clone()
+        let mut notes = self.notes.clone();
+        notes.push(crate::stats::PERCENTILE_NOTE.into());
+        notes
     }
 }

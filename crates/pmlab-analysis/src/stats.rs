@@ -1,10 +1,12 @@
-//! Small statistics helpers: a residency/latency summary (n, min, mean, p50, p99, max) by
+//! Small statistics helpers: the summary of a set of durations (n, min, mean, p50, p99, max) by
 //! nearest-rank percentiles, and time formatting.
 
 use serde::Serialize;
 
+/// The distribution of a set of durations in a trace (residencies, latencies). Not the lab's
+/// `stats::Summary`, which summarises a handful of run results with a confidence interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Summary {
+pub struct DurationSummary {
     pub n: u64,
     pub total_ns: u64,
     pub min_ns: u64,
@@ -14,18 +16,17 @@ pub struct Summary {
     pub max_ns: u64,
 }
 
+/// The note under tables that show percentiles.
+pub const PERCENTILE_NOTE: &str = "p50/p99 are nearest-rank percentiles: the smallest value with at least that share of the values at or below it";
+
 /// Nearest-rank percentile `p` (0-100) of sorted values; 0 when empty.
 pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    pmlab_kernel::units::percentile(sorted, p / 100.0).unwrap_or(0)
 }
 
 /// Nearest-rank indices of p50 and p99 among `n` values, as in [`percentile`].
 fn ranks(n: usize) -> (usize, usize) {
-    let rank = |p: f64| (((p / 100.0) * n as f64).ceil() as usize).clamp(1, n) - 1;
+    let rank = |p: f64| pmlab_kernel::units::nearest_rank(n, p / 100.0);
     (rank(50.0), rank(99.0))
 }
 
@@ -36,14 +37,14 @@ const COPY_UP_TO: usize = 1 << 14;
 /// Bits of the value range resolved per radix pass (a 2048-bucket histogram).
 const RADIX_BITS: u32 = 11;
 
-impl Summary {
-    /// Summary of the values of all `parts` together, without copying large inputs: p50 and
+impl DurationSummary {
+    /// DurationSummary of the values of all `parts` together, without copying large inputs: p50 and
     /// p99 come from a radix selection, a few passes over the values (each resolves 11 bits
-    /// of the value range). The result equals [`Summary::of`] on the concatenation.
-    pub fn of_parts(parts: &[&[u64]]) -> Summary {
+    /// of the value range). The result equals [`DurationSummary::of`] on the concatenation.
+    pub fn of_parts(parts: &[&[u64]]) -> DurationSummary {
         let n: usize = parts.iter().map(|p| p.len()).sum();
         if n <= COPY_UP_TO {
-            return Summary::of(&mut parts.concat());
+            return DurationSummary::of(&mut parts.concat());
         }
         let values = || parts.iter().flat_map(|p| p.iter().copied());
         let (mut total, mut min, mut max) = (0u64, u64::MAX, 0u64);
@@ -85,7 +86,7 @@ impl Summary {
                 bits[t] = shift[t];
             }
         }
-        Summary {
+        DurationSummary {
             n: n as u64,
             total_ns: total,
             min_ns: min,
@@ -96,10 +97,10 @@ impl Summary {
         }
     }
 
-    /// Summary of `v` (reordered in place: the percentiles are selected, not fully sorted).
-    pub fn of(v: &mut [u64]) -> Summary {
+    /// DurationSummary of `v` (reordered in place: the percentiles are selected, not fully sorted).
+    pub fn of(v: &mut [u64]) -> DurationSummary {
         if v.is_empty() {
-            return Summary::default();
+            return DurationSummary::default();
         }
         let n = v.len();
         // p50 <= p99.
@@ -111,7 +112,7 @@ impl Summary {
             p99
         };
         let total: u64 = v.iter().sum();
-        Summary {
+        DurationSummary {
             n: n as u64,
             total_ns: total,
             min_ns: *v.iter().min().expect("not empty"),
@@ -134,18 +135,18 @@ mod tests {
     #[test]
     fn nearest_rank() {
         let mut v: Vec<u64> = (1..=100).collect();
-        let s = Summary::of(&mut v);
+        let s = DurationSummary::of(&mut v);
         assert_eq!((s.p50_ns, s.p99_ns, s.min_ns, s.max_ns), (50, 99, 1, 100));
         assert_eq!(s.mean_ns, 50.5);
-        assert_eq!(Summary::of(&mut []).n, 0);
+        assert_eq!(DurationSummary::of(&mut []).n, 0);
         let mut w: Vec<u64> = (0..1000).map(|i| (i * 7919) % 1009).collect();
         let mut sorted = w.clone();
         sorted.sort_unstable();
-        let s = Summary::of(&mut w);
+        let s = DurationSummary::of(&mut w);
         assert_eq!(s.p50_ns, percentile(&sorted, 50.0));
         assert_eq!(s.p99_ns, percentile(&sorted, 99.0));
         assert_eq!((s.min_ns, s.max_ns), (sorted[0], sorted[999]));
-        let s = Summary::of(&mut [5]);
+        let s = DurationSummary::of(&mut [5]);
         assert_eq!((s.p50_ns, s.p99_ns, s.min_ns, s.max_ns), (5, 5, 5, 5));
     }
 
@@ -173,10 +174,15 @@ mod tests {
         for v in &sets {
             for cut in [0, 1, v.len() / 3, v.len()] {
                 let parts: Vec<&[u64]> = vec![&v[..cut], &[], &v[cut..]];
-                let want = Summary::of(&mut v.clone());
-                assert_eq!(Summary::of_parts(&parts), want, "n {} cut {cut}", v.len());
+                let want = DurationSummary::of(&mut v.clone());
+                assert_eq!(
+                    DurationSummary::of_parts(&parts),
+                    want,
+                    "n {} cut {cut}",
+                    v.len()
+                );
             }
         }
-        assert_eq!(Summary::of_parts(&[]), Summary::default());
+        assert_eq!(DurationSummary::of_parts(&[]), DurationSummary::default());
     }
 }

@@ -3,27 +3,79 @@
 //! kind and sender callsite, device IRQ by name, polling wakeup without IPI) — and the tasks
 //! whose wakeups ended idle periods ("who woke my idle CPUs").
 
-use crate::fxhash::FxHashMap;
 use crate::idle::{self, Periods, Source};
 use crate::table::{Cell, Table};
 use crate::{Missing, Options, Tabular};
 use pmlab_trace::{FieldRef, Trace};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+
+/// The kind of wake source that ended an idle period.
+///
+/// Declared in alphabetical order: tables sort causes by kind, as they did by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    Ipi,
+    Irq,
+    /// A wakeup of a polling CPU that needed no IPI.
+    Polling,
+    Timer,
+    Unknown,
+}
+
+impl CauseKind {
+    pub const ALL: [CauseKind; 5] = [
+        CauseKind::Ipi,
+        CauseKind::Irq,
+        CauseKind::Polling,
+        CauseKind::Timer,
+        CauseKind::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Ipi => "ipi",
+            CauseKind::Irq => "irq",
+            CauseKind::Polling => "polling",
+            CauseKind::Timer => "timer",
+            CauseKind::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for CauseKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for CauseKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// Maps keyed by kind are looked up by its name (the order of names and kinds agree).
+impl std::borrow::Borrow<str> for CauseKind {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
 
 /// What ended one idle period.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Cause {
-    /// "timer", "ipi", "irq", "polling" or "unknown".
-    pub kind: String,
+    pub kind: CauseKind,
     /// Timer function, IPI kind and purpose, IRQ name.
     pub detail: String,
 }
 
 impl Cause {
-    fn new(kind: &str, detail: impl Into<String>) -> Cause {
+    fn new(kind: CauseKind, detail: impl Into<String>) -> Cause {
         Cause {
-            kind: kind.into(),
+            kind,
             detail: detail.into(),
         }
     }
@@ -178,7 +230,7 @@ pub struct CpuRow {
     pub source: Source,
     pub exits: u64,
     pub per_s: f64,
-    pub by_kind: BTreeMap<String, u64>,
+    pub by_kind: BTreeMap<CauseKind, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -649,14 +701,14 @@ fn walk(
     };
     let resolve = |k: &Key| -> Cause {
         match *k {
-            Key::LocalTimer => Cause::new("timer", "local timer"),
-            Key::Hrtimer(a) => Cause::new("timer", symbol(a)),
-            Key::Irq(name) => Cause::new("irq", name),
-            Key::ArmIpi(r) => Cause::new("ipi", r.trim_end_matches(" interrupts")),
+            Key::LocalTimer => Cause::new(CauseKind::Timer, "local timer"),
+            Key::Hrtimer(a) => Cause::new(CauseKind::Timer, symbol(a)),
+            Key::Irq(name) => Cause::new(CauseKind::Irq, name),
+            Key::ArmIpi(r) => Cause::new(CauseKind::Ipi, r.trim_end_matches(" interrupts")),
             Key::Vector(v) if IPI_VECTORS.contains(&vec_names[v].as_str()) => {
-                Cause::new("ipi", vec_names[v].clone())
+                Cause::new(CauseKind::Ipi, vec_names[v].clone())
             }
-            Key::Vector(v) => Cause::new("irq", format!("vector {}", vec_names[v])),
+            Key::Vector(v) => Cause::new(CauseKind::Irq, format!("vector {}", vec_names[v])),
             Key::Ipi(v, site, cb) => {
                 let (site, cb) = (symbol(site), symbol(cb));
                 let name = &vec_names[v];
@@ -664,10 +716,10 @@ fn walk(
                     Some(pu) => format!("{name}: {pu} ({site})"),
                     None => format!("{name} from {site}"),
                 };
-                Cause::new("ipi", detail)
+                Cause::new(CauseKind::Ipi, detail)
             }
-            Key::NoIpi => Cause::new("polling", "wakeup without IPI"),
-            Key::Unknown => Cause::new("unknown", ""),
+            Key::NoIpi => Cause::new(CauseKind::Polling, "wakeup without IPI"),
+            Key::Unknown => Cause::new(CauseKind::Unknown, ""),
         }
     };
     // Count by (cpu, key) first; distinct keys become causes (and merge) once, into their
@@ -707,7 +759,7 @@ fn walk(
     for ((cpu, key), (n, origins)) in by_key {
         let cause = names.entry(key).or_insert_with(|| resolve(&key)).clone();
         if let Some(r) = cpu_rows.iter_mut().find(|r| r.cpu == cpu) {
-            *r.by_kind.entry(cause.kind.clone()).or_default() += n;
+            *r.by_kind.entry(cause.kind).or_default() += n;
         }
         let origins: Vec<(String, u64)> = origins
             .into_iter()
@@ -889,7 +941,7 @@ impl Tabular for WakeupsReport {
         for r in &self.causes {
             c.row(vec![
                 cpu_label(r.cpu),
-                r.cause.kind.clone().into(),
+                r.cause.kind.as_str().into(),
                 r.cause.detail.clone().into(),
                 r.exits.into(),
                 r.per_s.into(),

@@ -1,10 +1,6 @@
 //! The `pmlab` binary: argument parsing and printing only; the work lives in the library crates.
 
-mod alloc;
 mod cmd;
-
-#[global_allocator]
-static ALLOC: alloc::HugeForLarge = alloc::HugeForLarge;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +30,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Facts about a trace file.
     Trace(cmd::trace::Args),
+    /// Write a trace in another tool's format (Perfetto).
+    Export(cmd::export::Args),
     /// Analyses of a trace: idle, wakeups, hotplug, sched, freq, energy.
     Analyze(cmd::analyze::Args),
     /// Compare two configurations on one workload, statistically.
@@ -65,6 +63,7 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Export(a) => cmd::export::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),

@@ -164,12 +164,7 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<(u32, PathBuf)>, CountersErr
 }
 
 fn now_monotonic() -> Nanos {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    Nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    Nanos(crate::units::monotonic_ns())
 }
 
 impl Snapshot {
@@ -437,14 +432,7 @@ pub fn metric_safe(name: &str) -> String {
     name.split_whitespace().collect::<Vec<_>>().join("_")
 }
 
-fn on_cpu(base: &str, cpu: Option<u32>) -> String {
-    match cpu {
-        Some(c) => format!("{base}@cpu{c}"),
-        None => base.to_string(),
-    }
-}
-
-/// Side metrics between two snapshots, per CPU (`NAME@cpuN`) and in total (`NAME`).
+/// Side metrics between two snapshots, per CPU (`NAME` with its `cpu`) and in total (`NAME`).
 pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
     let window_s = after.at.0.saturating_sub(before.at.0) as f64 / 1e9;
     let mut out = vec![Metric::new(
@@ -457,6 +445,9 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         return out;
     }
     let neutral = |name: String, v: f64, unit: &str| Metric::new(name, v, unit, Direction::Neutral);
+    let neutral_on = |name: &str, cpu: u32, v: f64, unit: &str| {
+        Metric::new(name, v, unit, Direction::Neutral).on_cpu(cpu)
+    };
     let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
     let window_us = window_s * 1e6;
 
@@ -517,7 +508,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         let mut push_family = |base: &str, unit: &str, total: f64, values: Vec<(u32, f64)>| {
             out.push(neutral(base.to_string(), total, unit));
             for (c, v) in values {
-                out.push(neutral(on_cpu(base, Some(c)), v, unit));
+                out.push(neutral_on(base, c, v, unit));
             }
         };
         let share: Vec<(u32, f64)> = per.iter().map(|(c, p)| (*c, p.share)).collect();
@@ -607,7 +598,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         let base = format!("irq.{name}.per_s");
         irq_rows.push(neutral(base.clone(), total / window_s, "/s"));
         for (c, v) in per {
-            irq_rows.push(neutral(on_cpu(&base, Some(c)), v / window_s, "/s"));
+            irq_rows.push(neutral_on(&base, c, v / window_s, "/s"));
         }
     }
     if !after.interrupts.is_empty() {
@@ -619,7 +610,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         out.extend(
             all_cpu
                 .iter()
-                .map(|(c, v)| neutral(on_cpu("irq.total.per_s", Some(*c)), v / window_s, "/s")),
+                .map(|(c, v)| neutral_on("irq.total.per_s", *c, v / window_s, "/s")),
         );
         out.push(neutral(
             "irq.device.per_s".into(),
@@ -629,7 +620,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         out.extend(
             dev_cpu
                 .iter()
-                .map(|(c, v)| neutral(on_cpu("irq.device.per_s", Some(*c)), v / window_s, "/s")),
+                .map(|(c, v)| neutral_on("irq.device.per_s", *c, v / window_s, "/s")),
         );
         out.extend(irq_rows);
     }
@@ -652,7 +643,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         soft_rows.push(neutral(base.clone(), total / window_s, "/s"));
         for (c, v) in per {
             *soft_cpu.entry(c).or_default() += v;
-            soft_rows.push(neutral(on_cpu(&base, Some(c)), v / window_s, "/s"));
+            soft_rows.push(neutral_on(&base, c, v / window_s, "/s"));
         }
     }
     if !after.softirqs.is_empty() {
@@ -664,7 +655,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         out.extend(
             soft_cpu
                 .iter()
-                .map(|(c, v)| neutral(on_cpu("softirq.total.per_s", Some(*c)), v / window_s, "/s")),
+                .map(|(c, v)| neutral_on("softirq.total.per_s", *c, v / window_s, "/s")),
         );
         out.extend(soft_rows);
     }
@@ -684,7 +675,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
     }
     for (c, a) in &after.cpu_times {
         if let Some(v) = before.cpu_times.get(c).and_then(|b| busy(b, a)) {
-            out.push(neutral(on_cpu("cpu.busy_pct", Some(*c)), v, "%"));
+            out.push(neutral_on("cpu.busy_pct", *c, v, "%"));
         }
     }
     // Without cpuidle counters (no driver), idle residency is the idle task's time in
@@ -695,7 +686,7 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         }
         for (c, a) in &after.cpu_times {
             if let Some(v) = before.cpu_times.get(c).and_then(|b| busy(b, a)) {
-                out.push(neutral(on_cpu("idle.share_pct", Some(*c)), 100.0 - v, "%"));
+                out.push(neutral_on("idle.share_pct", *c, 100.0 - v, "%"));
             }
         }
     }
@@ -847,7 +838,7 @@ mod tests {
 
     fn get(m: &[Metric], name: &str) -> f64 {
         m.iter()
-            .find(|x| x.name == name)
+            .find(|x| x.key().to_string() == name)
             .unwrap_or_else(|| panic!("no metric {name}"))
             .value
     }

@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod cpulist;
 pub mod knob;
+pub mod procstat;
 pub mod sysinfo;
 pub mod tracefs;
 pub mod units;
@@ -11,4 +12,4 @@ pub mod units;
 pub mod root;
 pub use root::Root;
 
-pub use units::{Direction, KHz, Metric, Micros, Nanos};
+pub use units::{Direction, KHz, Metric, MetricKey, Micros, Nanos};

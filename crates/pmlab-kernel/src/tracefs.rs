@@ -115,7 +115,7 @@ pub fn tracefs_dir(root: &Root) -> Result<PathBuf, TracefsError> {
             why: "not the real root filesystem".into(),
         });
     }
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::sysinfo::item::is_root() {
         return Err(TracefsError::NotMounted {
             mounts,
             why: "mounting needs root".into(),
@@ -363,10 +363,7 @@ pub fn instance_owner(name: &str) -> Option<u32> {
 
 /// Start time of process `pid` as seconds since the epoch, from /proc (None if it is gone).
 fn process_start(root: &Root, pid: u32) -> Option<f64> {
-    let stat = fs::read_to_string(root.path(&format!("/proc/{pid}/stat"))).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // fields after comm start at field 3 (state); starttime is field 22
-    let start_ticks: f64 = after_comm.split_whitespace().nth(19)?.parse().ok()?;
+    let start_ticks = crate::procstat::ProcStat::read(root, i64::from(pid))?.start_ticks as f64;
     let btime: f64 = fs::read_to_string(root.path("/proc/stat"))
         .ok()?
         .lines()
@@ -374,9 +371,9 @@ fn process_start(root: &Root, pid: u32) -> Option<f64> {
         .trim()
         .parse()
         .ok()?;
-    let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
-        n if n > 0 => n as f64,
-        _ => 100.0,
+    let hz = match rustix::param::clock_ticks_per_second() {
+        0 => 100.0,
+        n => n as f64,
     };
     Some(btime + start_ticks / hz)
 }
@@ -431,7 +428,7 @@ pub fn remove_stale_instances(root: &Root, tracefs: &Path) -> Result<Vec<String>
 /// tracefs is already mounted; never mounts, never fails. Every pmlab command calls this
 /// first, so an instance left by `kill -9` is gone after the next pmlab command.
 pub fn sweep_stale_quietly() -> Vec<String> {
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::sysinfo::item::is_root() {
         return Vec::new();
     }
     let root = Root::system();

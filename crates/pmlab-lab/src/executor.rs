@@ -52,6 +52,20 @@ pub struct RunContext {
     pub sequence: usize,
 }
 
+impl RunContext {
+    /// The only run of a one-run plan (`pmlab run`).
+    pub fn single() -> RunContext {
+        RunContext {
+            experiment_id: 0,
+            configuration: 0,
+            workload: 0,
+            round: 1,
+            warmup: false,
+            sequence: 0,
+        }
+    }
+}
+
 /// What one run produced.
 #[derive(Debug, Clone, Default)]
 pub struct RunOutput {

@@ -66,7 +66,7 @@ pub fn runs_csv(e: &StoredExperiment) -> Result<Vec<u8>, ExportError> {
         for m in &r.metrics {
             let mut rec = base.to_vec();
             rec.extend([
-                m.name.clone(),
+                m.label(),
                 format!("{}", m.value),
                 m.unit.clone(),
                 m.direction.as_str().to_string(),
@@ -215,7 +215,7 @@ pub fn parquet_tables(e: &StoredExperiment) -> Vec<(&'static str, Table)> {
         )
         .with(
             "metric",
-            Column::utf8(rows.iter().map(|(_, m)| m.name.as_str())),
+            Column::Utf8(rows.iter().map(|(_, m)| Some(m.label())).collect()),
         )
         .with("value", Column::double(rows.iter().map(|(_, m)| m.value)))
         .with(

@@ -6,7 +6,7 @@ use crate::executor::{ExecError, Executor, RunContext, RunOutput};
 use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
 use pmlab_kernel::Metric;
-use pmlab_workload::{Probe, WorkloadError, WorkloadSpec};
+use pmlab_workload::{Probe, WorkloadError, WorkloadResult, WorkloadSpec};
 use std::path::PathBuf;
 
 /// How knobs are validated, read, set and restored.
@@ -118,15 +118,27 @@ impl CounterSource {
     }
 }
 
+/// An error with its causes: `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s += &format!(": {c}");
+        cause = c.source();
+    }
+    s
+}
+
 impl SideSource for CounterSource {
     fn before(&mut self) -> Result<(), String> {
-        self.before =
-            Some(pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?);
+        self.before = Some(
+            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?,
+        );
         Ok(())
     }
     fn after(&mut self) -> Result<Vec<Metric>, String> {
         let after =
-            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| e.to_string())?;
+            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?;
         match self.before.take() {
             Some(before) => Ok(pmlab_kernel::counters::delta_metrics(&before, &after)),
             None => Ok(Vec::new()),
@@ -134,14 +146,10 @@ impl SideSource for CounterSource {
     }
 }
 
-/// Turns `pmlab run` words into a workload spec (the CLI's own parser).
-pub type WorkloadParser = Box<dyn Fn(&[String]) -> Result<WorkloadSpec, String>>;
-
 /// The executor that runs experiments on this machine.
 pub struct MachineExecutor {
     root: PathBuf,
     knobs: Box<dyn Knobs>,
-    parse: WorkloadParser,
     specs: Vec<WorkloadSpec>,
     sources: Vec<Box<dyn SideSource>>,
     /// Label of the configuration in place.
@@ -150,20 +158,36 @@ pub struct MachineExecutor {
 
 impl MachineExecutor {
     /// `root` is `/` in production (a fake tree in tests: only the system snapshot reads it).
-    pub fn new(
-        root: PathBuf,
-        knobs: Box<dyn Knobs>,
-        parse: WorkloadParser,
-        sources: Vec<Box<dyn SideSource>>,
-    ) -> Self {
+    pub fn new(root: PathBuf, knobs: Box<dyn Knobs>, sources: Vec<Box<dyn SideSource>>) -> Self {
         MachineExecutor {
             root,
             knobs,
-            parse,
             specs: Vec::new(),
             sources,
             label: String::new(),
         }
+    }
+}
+
+impl MachineExecutor {
+    /// One run of a workload in the configuration in place, with every side source around
+    /// its measured part: the result, the side metrics and the trace written, if any.
+    pub fn run_spec(
+        &mut self,
+        spec: &WorkloadSpec,
+        context: &RunContext,
+    ) -> Result<(WorkloadResult, Vec<Metric>, Option<PathBuf>), WorkloadError> {
+        for s in self.sources.iter_mut() {
+            s.begin_run(context, &self.label);
+        }
+        let mut probe = SourcesProbe {
+            sources: &mut self.sources,
+            metrics: Vec::new(),
+        };
+        let result = pmlab_workload::run(spec, &mut probe);
+        let side_metrics = std::mem::take(&mut probe.metrics);
+        let trace_path = self.sources.iter_mut().find_map(|s| s.trace_path());
+        result.map(|r| (r, side_metrics, trace_path))
     }
 }
 
@@ -192,7 +216,9 @@ impl Executor for MachineExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
         let mut specs = Vec::new();
         for w in &experiment.workloads {
-            specs.push((self.parse)(&w.argv).map_err(ExecError::Invalid)?);
+            specs.push(
+                WorkloadSpec::from_words(&w.argv).map_err(|e| ExecError::Invalid(e.to_string()))?,
+            );
         }
         for c in &experiment.configurations {
             for k in &c.knobs {
@@ -222,20 +248,10 @@ impl Executor for MachineExecutor {
     fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String> {
         let spec = match self.specs.get(context.workload) {
             Some(s) => s.clone(),
-            None => (self.parse)(&workload.argv)?,
+            None => WorkloadSpec::from_words(&workload.argv).map_err(|e| e.to_string())?,
         };
-        for s in self.sources.iter_mut() {
-            s.begin_run(context, &self.label);
-        }
-        let mut probe = SourcesProbe {
-            sources: &mut self.sources,
-            metrics: Vec::new(),
-        };
-        let result = pmlab_workload::run(&spec, &mut probe);
-        let side_metrics = std::mem::take(&mut probe.metrics);
-        let trace_path = self.sources.iter_mut().find_map(|s| s.trace_path());
-        match result {
-            Ok(r) => Ok(RunOutput {
+        match self.run_spec(&spec, context) {
+            Ok((r, side_metrics, trace_path)) => Ok(RunOutput {
                 metrics: r.metrics,
                 side_metrics,
                 trace_path,
@@ -276,15 +292,6 @@ mod tests {
         }
     }
 
-    fn parse(words: &[String]) -> Result<WorkloadSpec, String> {
-        match words.first().map(String::as_str) {
-            Some("idle") => Ok(WorkloadSpec::Idle {
-                duration: pmlab_kernel::Nanos(1_000_000),
-            }),
-            _ => Err(format!("unknown workload {words:?}")),
-        }
-    }
-
     struct CountSource(usize);
     impl SideSource for CountSource {
         fn before(&mut self) -> Result<(), String> {
@@ -302,19 +309,51 @@ mod tests {
     }
 
     #[test]
+    fn counter_side_metrics_after_a_run() {
+        let mut sources: Vec<Box<dyn SideSource>> =
+            vec![Box::new(CounterSource::new(PathBuf::from("/")))];
+        let mut p = SourcesProbe {
+            sources: &mut sources,
+            metrics: Vec::new(),
+        };
+        pmlab_workload::run(
+            &WorkloadSpec::Idle {
+                duration: pmlab_kernel::Nanos(20_000_000),
+            },
+            &mut p,
+        )
+        .unwrap();
+        let window = p
+            .metrics
+            .iter()
+            .find(|m| m.name == "counters.window_s")
+            .unwrap()
+            .value;
+        assert!(window >= 0.02, "{window}");
+        assert!(p.metrics.iter().any(|m| m.name == "ctxt.per_s"));
+    }
+
+    #[test]
+    fn missing_counter_tree_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CounterSource::new(dir.path().to_path_buf());
+        let e = c.before().unwrap_err();
+        assert!(e.contains("proc/stat") && e.contains("No such file"), "{e}");
+    }
+
+    #[test]
     fn runs_a_real_workload_with_side_metrics_and_knobs() {
         let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let mut m = MachineExecutor::new(
             PathBuf::from("/"),
             Box::new(LogKnobs(log.clone())),
-            Box::new(parse),
             vec![Box::new(CountSource(0))],
         );
         let exp = Experiment::new(
             Kind::Compare,
             "t".into(),
             vec![Configuration::parse("a", "x.y=1").unwrap()],
-            vec![WorkloadDef::new(vec!["idle".into()]).unwrap()],
+            vec![WorkloadDef::new(vec!["idle".into(), "--duration".into(), "1ms".into()]).unwrap()],
             None,
         )
         .unwrap();
@@ -345,7 +384,7 @@ mod tests {
             Kind::Compare,
             "t".into(),
             vec![Configuration::parse("a", "bad.knob=1").unwrap()],
-            vec![WorkloadDef::new(vec!["idle".into()]).unwrap()],
+            vec![WorkloadDef::new(vec!["idle".into(), "--duration".into(), "1ms".into()]).unwrap()],
             None,
         )
         .unwrap();

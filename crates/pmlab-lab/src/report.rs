@@ -3,9 +3,10 @@
 //! the knee of a sweep. Renderers (`render`) turn a [`Report`] into text.
 
 use crate::stats::{self, Comparison, Summary};
-use crate::store::{format_time, MetricKey, RunStatus, StoredExperiment};
+use crate::store::{format_time, MetricInfo, RunStatus, StoredExperiment};
 use crate::system::SystemSnapshot;
 use pmlab_kernel::Direction;
+use pmlab_kernel::MetricKey;
 use serde::Serialize;
 
 /// Side metrics shown beside the primary metric by default, when the runs have them
@@ -52,24 +53,24 @@ impl SideSelection {
         }
     }
 
-    fn pick(&self, keys: &[MetricKey]) -> Vec<MetricKey> {
+    fn pick(&self, keys: &[MetricInfo]) -> Vec<MetricInfo> {
         let side = keys.iter().filter(|k| k.side);
         match self {
             SideSelection::Default => DEFAULT_SIDE_METRICS
                 .iter()
-                .filter_map(|n| keys.iter().find(|k| k.side && k.name == *n).cloned())
+                .filter_map(|n| keys.iter().find(|k| k.side && k.label() == *n).cloned())
                 .collect(),
-            SideSelection::AllTotals => side.filter(|k| !k.name.contains('@')).cloned().collect(),
+            SideSelection::AllTotals => side.filter(|k| k.cpu.is_none()).cloned().collect(),
             SideSelection::All => side.cloned().collect(),
             SideSelection::Names(names) => {
-                let mut out: Vec<MetricKey> = Vec::new();
+                let mut out: Vec<MetricInfo> = Vec::new();
                 for n in names {
                     for k in keys.iter().filter(|k| k.side) {
                         let hit = match n.strip_suffix('*') {
-                            Some(prefix) => k.name.starts_with(prefix),
-                            None => &k.name == n,
+                            Some(prefix) => k.label().starts_with(prefix),
+                            None => k.label() == *n,
                         };
-                        if hit && !out.iter().any(|o| o.name == k.name) {
+                        if hit && !out.iter().any(|o| o.key() == k.key()) {
                             out.push(k.clone());
                         }
                     }
@@ -84,9 +85,23 @@ impl SideSelection {
 #[derive(Debug, Clone, Serialize)]
 pub struct SideCell {
     pub name: String,
+    /// The CPU of a per-CPU metric.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
     pub unit: String,
     pub summary: Option<Summary>,
     pub comparison: Option<Comparison>,
+}
+
+impl SideCell {
+    /// Its metric's name as tables and CSV write it (`NAME` or `NAME@cpuN`).
+    pub fn label(&self) -> String {
+        MetricKey {
+            name: self.name.clone(),
+            cpu: self.cpu,
+        }
+        .to_string()
+    }
 }
 
 /// One configuration of one workload.
@@ -120,9 +135,9 @@ pub struct KneeReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadReport {
     pub label: String,
-    pub primary: Option<MetricKey>,
+    pub primary: Option<MetricInfo>,
     pub rows: Vec<Row>,
-    pub side_metrics: Vec<MetricKey>,
+    pub side_metrics: Vec<MetricInfo>,
     pub knee: Option<KneeReport>,
 }
 
@@ -193,7 +208,7 @@ struct Source<'a> {
 }
 
 impl Source<'_> {
-    fn samples(&self, metric: &str) -> Vec<f64> {
+    fn samples(&self, metric: MetricKey) -> Vec<f64> {
         self.experiment
             .samples(self.workload, self.configuration, metric)
     }
@@ -202,18 +217,18 @@ impl Source<'_> {
 fn build_rows(
     sources: &[Source],
     baselines: &[Option<usize>],
-    primary: Option<&MetricKey>,
-    side: &[MetricKey],
+    primary: Option<&MetricInfo>,
+    side: &[MetricInfo],
 ) -> Vec<Row> {
     sources
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let values = primary.map(|p| s.samples(&p.name)).unwrap_or_default();
+            let values = primary.map(|p| s.samples(p.key())).unwrap_or_default();
             let baseline = baselines[i].map(|b| &sources[b]);
             let comparison = match (primary, baseline) {
                 (Some(p), Some(b)) => Some(stats::compare(
-                    &b.samples(&p.name),
+                    &b.samples(p.key()),
                     &values,
                     p.direction,
                     true,
@@ -231,13 +246,14 @@ fn build_rows(
             let side = side
                 .iter()
                 .map(|k| {
-                    let xs = s.samples(&k.name);
+                    let xs = s.samples(k.key());
                     SideCell {
                         name: k.name.clone(),
+                        cpu: k.cpu,
                         unit: k.unit.clone(),
                         summary: summarise(&xs),
                         comparison: baseline
-                            .map(|b| stats::compare(&b.samples(&k.name), &xs, k.direction, false)),
+                            .map(|b| stats::compare(&b.samples(k.key()), &xs, k.direction, false)),
                     }
                 })
                 .collect();
@@ -329,7 +345,7 @@ fn notes_for(rows: &[Row], workload: &str, multi: bool) -> Vec<String> {
     notes
 }
 
-fn unit_of(primary: &Option<MetricKey>) -> String {
+fn unit_of(primary: &Option<MetricInfo>) -> String {
     primary.as_ref().map(|p| p.unit.clone()).unwrap_or_default()
 }
 
@@ -440,15 +456,16 @@ impl Report {
         for (wa, wb) in pairs {
             let primary = a.primary_metric(wa);
             if let (Some(pa), Some(pb)) = (&primary, b.primary_metric(wb)) {
-                if pa.name != pb.name {
+                if pa.key() != pb.key() {
                     return Err(format!(
                         "primary metrics differ: {} vs {}",
-                        pa.name, pb.name
+                        pa.label(),
+                        pb.label()
                     ));
                 }
             }
             let mut keys = a.metric_keys(wa);
-            keys.retain(|k| b.metric_keys(wb).iter().any(|x| x.name == k.name));
+            keys.retain(|k| b.metric_keys(wb).iter().any(|x| x.key() == k.key()));
             let side_keys = side.pick(&keys);
             let mut sources: Vec<Source> = Vec::new();
             for (c, conf) in a.configurations.iter().enumerate() {
@@ -603,9 +620,9 @@ impl WorkloadReport {
         let inline = self.side_metrics.len().min(INLINE_SIDE_METRICS);
         for k in &self.side_metrics[..inline] {
             headers.push(if compact {
-                short_metric(&k.name)
+                short_metric(&k.label())
             } else {
-                format!("{} ({})", k.name, k.unit)
+                format!("{} ({})", k.label(), k.unit)
             });
             right.push(true);
         }
@@ -680,7 +697,7 @@ impl WorkloadReport {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let mut cells = vec![format!("{} ({})", k.name, k.unit)];
+                let mut cells = vec![format!("{} ({})", k.label(), k.unit)];
                 cells.extend(self.rows.iter().map(|r| {
                     r.side[i]
                         .summary
@@ -704,7 +721,7 @@ impl WorkloadReport {
             Some(p) => format!(
                 "workload: {}; metric: {} ({}, {})",
                 self.label,
-                p.name,
+                p.label(),
                 p.unit,
                 direction_words(p.direction)
             ),

@@ -67,12 +67,9 @@ impl Configuration {
     }
 }
 
-/// Split `NAME[@CPUS]=VALUE` into its name (with `@CPUS`) and value.
+/// Split `NAME[@CPUS]=VALUE` into its name (with `@CPUS`) and value, by the knob layer's rule.
 pub fn split_assignment(s: &str) -> Result<(&str, &str), SpecError> {
-    match s.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name, value)),
-        _ => Err(SpecError::NotAnAssignment(s.to_string())),
-    }
+    pmlab_kernel::knob::split_assignment(s).map_err(|_| SpecError::NotAnAssignment(s.to_string()))
 }
 
 /// One workload, in the words of `pmlab run` (e.g. `["pipe", "--loops", "20000"]`).
@@ -360,67 +357,35 @@ pub fn parse_fraction(s: &str) -> Result<f64, SpecError> {
     Ok(v)
 }
 
-/// Parse a duration: `300`, `300s`, `5m`, `1h`, `1.5m`, `500ms`.
+/// Parse a duration in the workloads' grammar (`300s`, `5m`, `1h`, `1.5m`, `500ms`, `200us`);
+/// a bare number is seconds, as spec files have always written it.
 pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
-    let bad = |why: &str| SpecError::BadValue {
+    let bad = |why: String| SpecError::BadValue {
         what: "duration",
         value: s.to_string(),
-        why: why.to_string(),
+        why,
     };
     let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.trim().parse().map_err(|_| bad("not a number"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(bad("unit must be ms, s, m or h")),
+    let with_unit = if t.parse::<f64>().is_ok() {
+        format!("{t}s")
+    } else {
+        t.to_string()
     };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(bad("must be positive"));
+    let ns = pmlab_workload::units::parse_duration(&with_unit).map_err(bad)?;
+    if ns.0 == 0 {
+        return Err(bad("must be positive".into()));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(Duration::from_nanos(ns.0))
 }
 
-/// Split a command line into words, honouring single and double quotes (no other shell syntax).
+/// Split a command line into words as a POSIX shell does (quotes and backslashes, no other
+/// shell syntax).
 pub fn split_words(s: &str) -> Result<Vec<String>, SpecError> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in s.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                in_word = true;
-            }
-            None if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            None => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err(SpecError::BadValue {
-            what: "command line",
-            value: s.to_string(),
-            why: "unterminated quote".into(),
-        });
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+    shell_words::split(s).map_err(|_| SpecError::BadValue {
+        what: "command line",
+        value: s.to_string(),
+        why: "unterminated quote".into(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

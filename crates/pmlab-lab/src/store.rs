@@ -8,7 +8,7 @@
 
 use crate::spec::{self, Budget, Configuration, WorkloadDef};
 use crate::system::SystemSnapshot;
-use pmlab_kernel::{Direction, Metric};
+use pmlab_kernel::{Direction, Metric, MetricKey};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 use std::io::Read;
@@ -93,6 +93,15 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE system ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';",
     // 2 → 3: the cpuidle driver (`none`: idle is the arch default and polling knobs do nothing).
     "ALTER TABLE system ADD COLUMN cpuidle_driver TEXT NOT NULL DEFAULT '';",
+    // 3 → 4: a metric's CPU in a column of its own; names written `NAME@cpuN` by older
+    // versions are split into NAME and N.
+    "ALTER TABLE metrics ADD COLUMN cpu INTEGER;
+     UPDATE metrics
+        SET cpu = CAST(substr(name, instr(name, '@cpu') + 4) AS INTEGER),
+            name = substr(name, 1, instr(name, '@cpu') - 1)
+      WHERE instr(name, '@cpu') > 1
+        AND substr(name, instr(name, '@cpu') + 4) <> ''
+        AND substr(name, instr(name, '@cpu') + 4) NOT GLOB '*[^0-9]*';",
 ];
 
 /// The schema version this build writes.
@@ -187,32 +196,14 @@ pub fn now_ns() -> i64 {
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) for a time in ns since the epoch.
 pub fn format_time(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    jiff::Timestamp::from_nanosecond(i128::from(ns))
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|_| ns.to_string())
 }
 
 /// Start time (in clock ticks since boot) of a process, to tell a live owner from a reused pid.
 fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 2..];
-    // Field 22 overall; after "pid (comm) " the state is field 3, so start time is index 19.
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    pmlab_kernel::procstat::ProcStat::of(i64::from(pid)).map(|s| s.start_ticks)
 }
 
 /// An open result store.
@@ -294,6 +285,9 @@ pub struct StoredWorkload {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredMetric {
     pub name: String,
+    /// The CPU of a per-CPU metric.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
     pub value: f64,
     pub unit: String,
     pub direction: Direction,
@@ -330,10 +324,28 @@ pub struct StoredExperiment {
     pub swept: Vec<String>,
 }
 
-/// Name, unit and direction of a metric.
+impl StoredMetric {
+    /// Whether this is the metric `key` names.
+    pub fn is(&self, key: &MetricKey) -> bool {
+        self.name == key.name && self.cpu == key.cpu
+    }
+
+    /// Its name as tables, CSV and Parquet exports write it (`NAME` or `NAME@cpuN`).
+    pub fn label(&self) -> String {
+        MetricKey {
+            name: self.name.clone(),
+            cpu: self.cpu,
+        }
+        .to_string()
+    }
+}
+
+/// Name (with CPU), unit and direction of a metric.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MetricKey {
+pub struct MetricInfo {
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
     pub unit: String,
     pub direction: Direction,
     pub side: bool,
@@ -355,20 +367,27 @@ impl StoredExperiment {
     }
 
     /// The values of `metric` over the measured runs of one workload and configuration, in run order.
-    pub fn samples(&self, workload: usize, configuration: usize, metric: &str) -> Vec<f64> {
+    pub fn samples(
+        &self,
+        workload: usize,
+        configuration: usize,
+        metric: impl Into<MetricKey>,
+    ) -> Vec<f64> {
+        let key = metric.into();
         self.measured_runs(workload, configuration)
-            .filter_map(|r| r.metrics.iter().find(|m| m.name == metric).map(|m| m.value))
+            .filter_map(|r| r.metrics.iter().find(|m| m.is(&key)).map(|m| m.value))
             .collect()
     }
 
     /// The primary metric of a workload: the first workload metric of its first successful run.
-    pub fn primary_metric(&self, workload: usize) -> Option<MetricKey> {
+    pub fn primary_metric(&self, workload: usize) -> Option<MetricInfo> {
         self.runs
             .iter()
             .filter(|r| r.workload == workload && r.status == RunStatus::Ok)
             .find_map(|r| {
-                r.metrics.iter().find(|m| !m.side).map(|m| MetricKey {
+                r.metrics.iter().find(|m| !m.side).map(|m| MetricInfo {
                     name: m.name.clone(),
+                    cpu: m.cpu,
                     unit: m.unit.clone(),
                     direction: m.direction,
                     side: false,
@@ -378,17 +397,18 @@ impl StoredExperiment {
 
     /// Every metric seen for a workload (primary first, then workload metrics, then side metrics),
     /// in first-seen order.
-    pub fn metric_keys(&self, workload: usize) -> Vec<MetricKey> {
-        let mut keys: Vec<MetricKey> = Vec::new();
+    pub fn metric_keys(&self, workload: usize) -> Vec<MetricInfo> {
+        let mut keys: Vec<MetricInfo> = Vec::new();
         for r in self
             .runs
             .iter()
             .filter(|r| r.workload == workload && r.status == RunStatus::Ok)
         {
             for m in &r.metrics {
-                if !keys.iter().any(|k| k.name == m.name) {
-                    keys.push(MetricKey {
+                if !keys.iter().any(|k| k.name == m.name && k.cpu == m.cpu) {
+                    keys.push(MetricInfo {
                         name: m.name.clone(),
+                        cpu: m.cpu,
                         unit: m.unit.clone(),
                         direction: m.direction,
                         side: m.side,
@@ -398,6 +418,20 @@ impl StoredExperiment {
         }
         keys.sort_by_key(|k| k.side);
         keys
+    }
+}
+
+impl MetricInfo {
+    /// The metric's identity.
+    pub fn key(&self) -> MetricKey {
+        MetricKey {
+            name: self.name.clone(),
+            cpu: self.cpu,
+        }
+    }
+    /// Its name as tables and CSV write it (`NAME` or `NAME@cpuN`).
+    pub fn label(&self) -> String {
+        self.key().to_string()
     }
 }
 
@@ -697,7 +731,7 @@ impl Store {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO metrics(run_id, position, name, value, unit, direction, side) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO metrics(run_id, position, name, value, unit, direction, side, cpu) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .map_err(sql)?;
             let all = run
@@ -713,7 +747,8 @@ impl Store {
                     m.value,
                     m.unit,
                     m.direction.as_str(),
-                    side
+                    side,
+                    m.cpu
                 ])
                 .map_err(sql)?;
             }
@@ -911,7 +946,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT m.run_id, m.name, m.value, m.unit, m.direction, m.side FROM metrics m
+                "SELECT m.run_id, m.name, m.value, m.unit, m.direction, m.side, m.cpu FROM metrics m
                  JOIN runs r ON r.id = m.run_id WHERE r.experiment_id = ?1 ORDER BY m.run_id, m.position",
             )
             .map_err(sql)?;
@@ -928,6 +963,7 @@ impl Store {
             let direction: String = r.get(4).map_err(sql)?;
             runs[index].metrics.push(StoredMetric {
                 name: r.get(1).map_err(sql)?,
+                cpu: r.get(6).map_err(sql)?,
                 value: r.get(2).map_err(sql)?,
                 unit: r.get(3).map_err(sql)?,
                 direction: parse_direction(&direction),
@@ -1141,6 +1177,108 @@ mod tests {
         assert_eq!(e.samples(0, 0, "t"), vec![3.5]);
         assert_eq!(e.runs[0].trace_path, None);
         assert_eq!(e.system.unwrap().hostname, "");
+    }
+
+    #[test]
+    fn migrates_per_cpu_metric_names_from_version_3() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        let metrics = [
+            ("us_per_op", 3.5, 0),
+            ("irq.LOC.per_s", 300.0, 1),
+            ("irq.LOC.per_s@cpu0", 100.0, 1),
+            ("irq.LOC.per_s@cpu1", 200.0, 1),
+            ("odd@cpu", 1.0, 1),
+            ("odd@cpu2x", 2.0, 1),
+            ("@cpu3", 3.0, 1),
+        ];
+        // What the old schema's readers made of it: the rendered report of every metric.
+        {
+            let old = Store::create_at_version(&path, 3).unwrap();
+            let mut sql = String::from(
+                "INSERT INTO experiments(id, kind, name, command, created_ns, status, seed, target_ci, reference, spec_json)
+                   VALUES (1, 'compare', 'old', 'pmlab compare', 0, 'complete', 7, 0.01, 0, '{}');
+                 INSERT INTO configurations VALUES (1, 1, 0, 'a');
+                 INSERT INTO workloads VALUES (1, 1, 0, 'pipe', '[\"pipe\"]');
+                 INSERT INTO runs VALUES (1, 1, 1, 1, 1, 0, 0, 0, 5, 'ok', NULL, NULL);
+                 INSERT INTO runs VALUES (2, 1, 1, 1, 2, 1, 0, 0, 5, 'ok', NULL, NULL);",
+            );
+            for run in [1, 2] {
+                for (i, (name, v, side)) in metrics.iter().enumerate() {
+                    sql.push_str(&format!(
+                        "INSERT INTO metrics VALUES ({run}, {i}, '{name}', {}, '/s', 'lower', {side});",
+                        v * run as f64
+                    ));
+                }
+            }
+            old.conn.execute_batch(&sql).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let e = s.load(1).unwrap();
+        let stored: Vec<(String, Option<u32>)> = e.runs[0]
+            .metrics
+            .iter()
+            .map(|m| (m.name.clone(), m.cpu))
+            .collect();
+        assert_eq!(
+            stored,
+            [
+                ("us_per_op", None),
+                ("irq.LOC.per_s", None),
+                ("irq.LOC.per_s", Some(0)),
+                ("irq.LOC.per_s", Some(1)),
+                ("odd@cpu", None),
+                ("odd@cpu2x", None),
+                ("@cpu3", None),
+            ]
+            .map(|(n, c)| (n.to_string(), c))
+        );
+        // Every old name still reads the same samples, and is written the same way.
+        let labels: Vec<String> = e.metric_keys(0).iter().map(|k| k.label()).collect();
+        for (name, v, _) in metrics {
+            assert_eq!(e.samples(0, 0, name), vec![v, 2.0 * v], "{name}");
+            assert!(labels.iter().any(|l| l == name), "{name} in {labels:?}");
+        }
+        // The report's side metrics are the old names, in the old order.
+        let report =
+            crate::report::Report::of(&e, None, &crate::report::SideSelection::All).unwrap();
+        let side: Vec<String> = report.workloads[0].rows[0]
+            .side
+            .iter()
+            .map(|c| c.label())
+            .collect();
+        let old_side: Vec<&str> = metrics.iter().skip(1).map(|m| m.0).collect();
+        assert_eq!(side, old_side);
+        // A new run written after the migration keeps its CPU in its own column.
+        drop(s);
+        let mut s = Store::open(&path).unwrap();
+        let conn_cpu: Option<u32> = {
+            s.insert_run(&NewRun {
+                experiment: 1,
+                configuration: 1,
+                workload: 1,
+                round: 3,
+                position: 0,
+                warmup: false,
+                started_ns: 0,
+                duration_ns: 5,
+                status: RunStatus::Ok,
+                error: None,
+                metrics: vec![Metric::new("us_per_op", 1.0, "us", Direction::Lower)],
+                side_metrics: vec![
+                    Metric::new("irq.LOC.per_s", 9.0, "/s", Direction::Neutral).on_cpu(1)
+                ],
+                trace_path: None,
+            })
+            .unwrap();
+            s.conn
+                .query_row("SELECT cpu FROM metrics WHERE value = 9.0", [], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+        };
+        assert_eq!(conn_cpu, Some(1));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The system snapshot stored with every experiment: kernel, boot, CPU, virtualization,
 //! and the values the experiment's knobs had when it started.
 
+use pmlab_kernel::sysinfo::{self, Item};
+use pmlab_kernel::Root;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the machine was when an experiment began.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,79 +25,28 @@ pub struct SystemSnapshot {
     pub cpuidle_driver: String,
 }
 
-fn read_trimmed(root: &Path, abs: &str) -> Option<String> {
-    let path: PathBuf = root.join(abs.trim_start_matches('/'));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
 impl SystemSnapshot {
-    /// Read the snapshot under `root` (`/` in production, a fake tree in tests). Missing files
-    /// give empty fields: a snapshot never fails.
+    /// Read the snapshot under `root` (`/` in production, a fake tree in tests) with
+    /// pmlab-kernel's system readers, the ones `pmlab info` shows. Missing files give empty
+    /// fields: a snapshot never fails.
     pub fn read(root: &Path) -> SystemSnapshot {
-        let cpuinfo = read_trimmed(root, "/proc/cpuinfo").unwrap_or_default();
-        let field = |name: &str| {
-            cpuinfo.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == name).then(|| v.trim().to_string())
-            })
-        };
-        let cpu_model = field("model name")
-            .or_else(|| field("Model"))
-            .or_else(|| field("cpu model"))
-            .unwrap_or_default();
-        let cpus = cpuinfo
-            .lines()
-            .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
-            .count() as u32;
-        let hypervisor_flag =
-            field("flags").is_some_and(|f| f.split_whitespace().any(|x| x == "hypervisor"));
-        let vendor = read_trimmed(root, "/sys/class/dmi/id/sys_vendor").unwrap_or_default();
-        let product = read_trimmed(root, "/sys/class/dmi/id/product_name").unwrap_or_default();
-        let hv_type = read_trimmed(root, "/sys/hypervisor/type");
-        let virtualization = if let Some(t) = hv_type.filter(|t| !t.is_empty()) {
-            t
-        } else if hypervisor_flag
-            || matches!(
-                vendor.as_str(),
-                "QEMU" | "KVM" | "Xen" | "Microsoft Corporation" | "VMware, Inc."
-            )
-        {
-            let clocksources = read_trimmed(
-                root,
-                "/sys/devices/system/clocksource/clocksource0/available_clocksource",
-            )
-            .unwrap_or_default();
-            let idle_driver = read_trimmed(root, "/sys/devices/system/cpu/cpuidle/current_driver")
-                .unwrap_or_default();
-            let kvm = cpuinfo.contains("kvm")
-                || clocksources.contains("kvm-clock")
-                || idle_driver == "haltpoll";
-            let kvm = kvm && !clocksources.contains("hyperv");
-            let name = match (kvm, vendor.as_str()) {
-                (_, "QEMU") | (_, "KVM") | (true, _) => "KVM".to_string(),
-                (_, "") => "unknown hypervisor".to_string(),
-                (_, v) => v.to_string(),
-            };
-            if product.is_empty() {
-                name
-            } else {
-                format!("{name} ({product})")
-            }
-        } else {
-            "none".to_string()
-        };
+        let root = Root::new(root);
+        let kernel = sysinfo::kernel::read(&root);
+        let cpus = sysinfo::cpu::read(&root);
+        let virt = sysinfo::virt::read(&root, cpus.hypervisor_flag);
+        let text = |i: Item<String>| i.into_value().unwrap_or_default();
         SystemSnapshot {
-            kernel_release: read_trimmed(root, "/proc/sys/kernel/osrelease").unwrap_or_default(),
-            cmdline: read_trimmed(root, "/proc/cmdline").unwrap_or_default(),
-            cpu_model,
-            cpus,
-            virtualization,
-            hostname: read_trimmed(root, "/proc/sys/kernel/hostname").unwrap_or_default(),
-            boot_id: read_trimmed(root, "/proc/sys/kernel/random/boot_id").unwrap_or_default(),
+            kernel_release: text(kernel.release),
+            cmdline: text(kernel.cmdline),
+            cpu_model: text(cpus.model),
+            cpus: cpus.processors,
+            virtualization: virt.describe(),
+            hostname: sysinfo::kernel::hostname(&root).unwrap_or_default(),
+            boot_id: sysinfo::kernel::boot_id(&root).unwrap_or_default(),
             knobs: Vec::new(),
-            cpuidle_driver: read_trimmed(root, "/sys/devices/system/cpu/cpuidle/current_driver")
+            cpuidle_driver: sysinfo::cpuidle::read(&root)
+                .driver
+                .into_value()
                 .unwrap_or_else(|| "none".into()),
         }
     }

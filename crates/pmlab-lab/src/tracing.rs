@@ -147,11 +147,7 @@ pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
                 "/s",
             ));
             for c in &known {
-                out.push(n(
-                    format!("trace.idle.share_pct@cpu{}", c.cpu),
-                    c.share * 100.0,
-                    "%",
-                ));
+                out.push(n("trace.idle.share_pct".into(), c.share * 100.0, "%").on_cpu(c.cpu));
             }
         }
     }
@@ -161,22 +157,18 @@ pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
             w.cpus.iter().map(|c| c.per_s).sum(),
             "/s",
         ));
-        let mut by_kind: Vec<(String, f64)> = Vec::new();
+        let mut by_kind: Vec<(pmlab_analysis::wakeups::CauseKind, f64)> = Vec::new();
         for c in w.causes.iter().filter(|c| c.cpu == u32::MAX) {
             match by_kind.iter_mut().find(|(k, _)| *k == c.cause.kind) {
                 Some((_, v)) => *v += c.per_s,
-                None => by_kind.push((c.cause.kind.clone(), c.per_s)),
+                None => by_kind.push((c.cause.kind, c.per_s)),
             }
         }
         for (kind, v) in by_kind {
             out.push(n(format!("trace.wakeups.{kind}.per_s"), v, "/s"));
         }
         for c in &w.cpus {
-            out.push(n(
-                format!("trace.wakeups.per_s@cpu{}", c.cpu),
-                c.per_s,
-                "/s",
-            ));
+            out.push(n("trace.wakeups.per_s".into(), c.per_s, "/s").on_cpu(c.cpu));
         }
     }
     out

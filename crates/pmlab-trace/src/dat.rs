@@ -19,11 +19,27 @@ pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 pub struct LoadOptions {
     /// Parse kallsyms (needed to render `%pS` fields).
     pub kallsyms: bool,
+    /// Decode the events; without, only the headers are read (formats, CPUs, clock,
+    /// cmdlines): what `pmlab.open` needs before a table is asked for.
+    pub events: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { kallsyms: true }
+        LoadOptions {
+            kallsyms: true,
+            events: true,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Events without kallsyms: what `pmlab trace info` and the tables of `pmlab.open` read.
+    pub fn without_kallsyms() -> LoadOptions {
+        LoadOptions {
+            kallsyms: false,
+            ..LoadOptions::default()
+        }
     }
 }
 
@@ -140,6 +156,7 @@ struct Headers {
     cmdlines: Option<String>,
     cpus: u32,
     clock: Option<String>,
+    uname: Option<String>,
     tsc2nsec: bool,
     buffers: Vec<Buffer>,
 }
@@ -431,6 +448,14 @@ fn handle_option(
                 }
             }
         }
+        // UNAME: "sysname nodename release machine"
+        5 => {
+            let text = String::from_utf8_lossy(data);
+            let text = text.trim_end_matches('\0').trim();
+            if !text.is_empty() {
+                h.uname = Some(text.to_string());
+            }
+        }
         // CPUCOUNT
         8 => {
             h.cpus = d.u32("cpu count")?;
@@ -659,7 +684,11 @@ fn build_trace(
     let kallsyms_text = h.kallsyms.take().filter(|_| opts.kallsyms);
     let (kallsyms, decoded) = std::thread::scope(|sc| {
         let kallsyms = kallsyms_text.map(|text| sc.spawn(move || Kallsyms::parse(text)));
-        let decoded = decode_events(bytes, keep, &h, layout, type_off, pid_off);
+        let decoded = if opts.events {
+            decode_events(bytes, keep, &h, layout, type_off, pid_off)
+        } else {
+            Ok(Decoded::headers_only(&h))
+        };
         let kallsyms = kallsyms.map(|k| k.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         (kallsyms.unwrap_or_default(), decoded)
     });
@@ -712,6 +741,7 @@ fn build_trace(
             event_buffer,
             missed_before,
             ts_in_ns,
+            uname: h.uname.clone(),
         },
     })
 }
@@ -724,6 +754,31 @@ struct Decoded {
     lost: Vec<Option<u64>>,
     cpus: u32,
     max_cpu: u32,
+}
+
+/// One more than the largest CPU id with a data region in any buffer.
+fn max_cpu(h: &Headers) -> u32 {
+    h.buffers
+        .iter()
+        .flat_map(|b| b.cpus.iter().map(|c| c.0 + 1))
+        .max()
+        .unwrap_or(0)
+}
+
+impl Decoded {
+    /// No events: the headers alone ([`LoadOptions::events`] off); lost counts unknown.
+    fn headers_only(h: &Headers) -> Decoded {
+        let max_cpu = max_cpu(h);
+        let cpus = h.cpus.max(max_cpu);
+        Decoded {
+            events: Events::default(),
+            event_buffer: Vec::new(),
+            missed_before: Vec::new(),
+            lost: vec![None; cpus as usize],
+            cpus,
+            max_cpu,
+        }
+    }
 }
 
 /// Decodes the per-CPU ring-buffer pages (decompressing them first if needed) and merges
@@ -774,12 +829,7 @@ fn decode_events(
         }
         keep()
     };
-    let max_cpu = h
-        .buffers
-        .iter()
-        .flat_map(|b| b.cpus.iter().map(|c| c.0 + 1))
-        .max()
-        .unwrap_or(0);
+    let max_cpu = max_cpu(h);
     let cpus = h.cpus.max(max_cpu);
     if raw.len() as u64 >= crate::model::LOC_MAX_OFF {
         return bad("event data of 1 TiB or more is not supported");

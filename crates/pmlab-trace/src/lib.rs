@@ -1,6 +1,7 @@
 //! pmlab-trace: trace events — format files, ring-buffer pages, trace.dat v6/v7
 //! and ftrace text reading, trace.dat v6 writing, and the recorder.
 
+pub mod columns;
 pub mod dat;
 pub mod error;
 pub mod format;
@@ -8,6 +9,7 @@ pub mod kallsyms;
 pub mod model;
 mod open;
 pub mod page;
+pub mod perfetto;
 pub mod record;
 pub mod render;
 pub mod summary;

@@ -284,6 +284,16 @@ pub struct TraceMeta {
     pub missed_before: Vec<(usize, i64)>,
     /// True when timestamps are in nanoseconds (not raw counter ticks such as x86-tsc).
     pub ts_in_ns: bool,
+    /// The recording machine's `uname` as the file's UNAME option has it (trace-cmd writes
+    /// "sysname nodename release version machine", pmlab "sysname nodename release machine").
+    pub uname: Option<String>,
+}
+
+impl TraceMeta {
+    /// The kernel release (`uname -r`), the third word of [`TraceMeta::uname`].
+    pub fn kernel_release(&self) -> Option<&str> {
+        self.uname.as_deref()?.split_whitespace().nth(2)
+    }
 }
 
 /// A whole decoded trace.
@@ -336,7 +346,7 @@ impl Trace {
     }
 
     #[inline(always)]
-    fn read_uint(&self, b: &[u8]) -> u64 {
+    pub(crate) fn read_uint(&self, b: &[u8]) -> u64 {
         if self.endian == Endian::Little {
             // The usual field sizes, without a loop over bytes.
             match *b {

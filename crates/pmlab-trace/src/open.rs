@@ -14,7 +14,14 @@ pub fn open(path: &Path) -> Result<Trace, TraceError> {
 /// [`open`] with options (e.g. skip kallsyms when no symbol is printed).
 pub fn open_with(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let len = file.metadata().map_err(|e| TraceError::io(path, e))?.len();
+    let meta = file.metadata().map_err(|e| TraceError::io(path, e))?;
+    if meta.is_dir() {
+        return Err(TraceError::malformed(
+            path,
+            "is a directory, not a trace file",
+        ));
+    }
+    let len = meta.len();
     if len == 0 {
         return Err(TraceError::malformed(path, "empty file: no trace header"));
     }

@@ -8,6 +8,9 @@
 //! [`pmlab_kernel::tracefs::remove_live_instances`] (signal handlers) and, after a
 //! SIGKILL, by the stale-instance sweep at the start of the next recording.
 
+use crate::format::{parse_format_opts, parse_header_page, HeaderPage};
+use crate::model::Endian;
+use crate::page::{self, Missed, PageLayout};
 use crate::writer::{self, CpuData, EventSystem, TraceDatHeader};
 use pmlab_kernel::tracefs::{self, Instance, TracefsError};
 use pmlab_kernel::Root;
@@ -301,7 +304,7 @@ fn page_size_of(instance: &Instance) -> u32 {
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .map(|kb| kb * 1024)
-        .unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u32)
+        .unwrap_or_else(|| rustix::param::page_size() as u32)
 }
 
 fn temp_path(output: &Path, cpu: u32) -> PathBuf {
@@ -533,7 +536,7 @@ impl Recorder {
         let mut header = self.machine_header()?;
         header.trace_clock = trace_clock;
         header.cpu_stats = cpu_stats;
-        let layout = PageLayout::from_header(&header);
+        let layout = page_layout(&header);
         let names = EventNames::from_header(&header);
 
         let max_cpu = self.readers.iter().map(|r| r.cpu).max().unwrap_or(0);
@@ -696,25 +699,14 @@ fn online_cpus(root: &Root) -> Vec<u32> {
 }
 
 fn uname() -> Option<String> {
-    // SAFETY: utsname is plain data; uname fills it.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    let s = |f: &[libc::c_char]| {
-        let b: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&b).into_owned()
-    };
+    let u = rustix::system::uname();
+    let s = |f: &std::ffi::CStr| f.to_string_lossy().into_owned();
     Some(format!(
         "{} {} {} {}",
-        s(&u.sysname),
-        s(&u.nodename),
-        s(&u.release),
-        s(&u.machine)
+        s(u.sysname()),
+        s(u.nodename()),
+        s(u.release()),
+        s(u.machine())
     ))
 }
 
@@ -945,78 +937,32 @@ fn read_cpu(
     })
 }
 
-/// Where the page header fields and event data sit (from `header_page`).
-#[derive(Debug, Clone, Copy)]
-struct PageLayout {
-    commit_off: usize,
-    commit_size: usize,
-    data_off: usize,
-    big_endian: bool,
+/// How the recorded pages are laid out: the machine's `header_page`, read by the trace
+/// reader's own parser (the kernel's long size when it cannot be read).
+fn page_layout(h: &TraceDatHeader) -> PageLayout {
+    let header = parse_header_page(&String::from_utf8_lossy(&h.header_page))
+        .unwrap_or_else(|_| HeaderPage::for_long_size(u32::from(h.long_size)));
+    let endian = if h.big_endian {
+        Endian::Big
+    } else {
+        Endian::Little
+    };
+    PageLayout::new(endian, &header)
 }
 
-impl PageLayout {
-    fn from_header(h: &TraceDatHeader) -> PageLayout {
-        let text = String::from_utf8_lossy(&h.header_page);
-        let (commit_off, commit_size) = format_field(&text, "commit").unwrap_or((8, 8));
-        let data_off = format_field(&text, "data").map(|f| f.0).unwrap_or(16);
-        PageLayout {
-            commit_off,
-            commit_size,
-            data_off,
-            big_endian: h.big_endian,
+/// An unsigned field of a record, in the trace's byte order (up to 8 bytes).
+fn uint(endian: Endian, b: &[u8]) -> u64 {
+    let mut v = [0u8; 8];
+    match endian {
+        Endian::Little => {
+            v[..b.len()].copy_from_slice(b);
+            u64::from_le_bytes(v)
+        }
+        Endian::Big => {
+            v[8 - b.len()..].copy_from_slice(b);
+            u64::from_be_bytes(v)
         }
     }
-
-    fn uint(&self, b: &[u8]) -> u64 {
-        let mut v = 0u64;
-        if self.big_endian {
-            for &x in b {
-                v = (v << 8) | x as u64;
-            }
-        } else {
-            for (i, &x) in b.iter().enumerate().take(8) {
-                v |= (x as u64) << (8 * i);
-            }
-        }
-        v
-    }
-}
-
-/// `field:TYPE NAME[...];\toffset:N;\tsize:M;` → (N, M).
-fn format_field(text: &str, name: &str) -> Option<(usize, usize)> {
-    for line in text.lines() {
-        let Some(decl) = line.trim().strip_prefix("field:") else {
-            continue;
-        };
-        let mut parts = decl.split(';');
-        let decl_name = parts.next()?.trim();
-        let ident = decl_name
-            .split('[')
-            .next()?
-            .rsplit(|c: char| c.is_whitespace() || c == '*')
-            .next()?;
-        if ident != name {
-            continue;
-        }
-        let mut off = None;
-        let mut size = None;
-        for p in parts {
-            let p = p.trim();
-            if let Some(v) = p.strip_prefix("offset:") {
-                off = v.trim().parse().ok();
-            } else if let Some(v) = p.strip_prefix("size:") {
-                size = v.trim().parse().ok();
-            }
-        }
-        return Some((off?, size?));
-    }
-    None
-}
-
-fn format_id(text: &str) -> Option<u16> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("ID:"))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// (offset, size) of a field in an event record.
@@ -1030,6 +976,7 @@ struct EventNames {
 }
 
 impl EventNames {
+    /// From the event formats, parsed by the trace reader's format parser.
     fn from_header(h: &TraceDatHeader) -> EventNames {
         let mut names = HashMap::new();
         let mut comm_fields = HashMap::new();
@@ -1040,25 +987,27 @@ impl EventNames {
         );
         for (sys, f) in all {
             let text = String::from_utf8_lossy(f);
-            let Some(id) = format_id(&text) else { continue };
-            let name = text
-                .lines()
-                .find_map(|l| l.strip_prefix("name:"))
-                .unwrap_or("?")
-                .trim();
-            names.insert(id, format!("{sys}:{name}"));
+            let Ok(format) = parse_format_opts(&text, u32::from(h.long_size), false) else {
+                continue;
+            };
+            names.insert(format.id, format!("{sys}:{}", format.name));
+            let span = |name: &str| {
+                format
+                    .field(name)
+                    .map(|f| (f.offset as usize, f.size as usize))
+            };
             let mut pairs = Vec::new();
             for (c, p) in [
                 ("prev_comm", "prev_pid"),
                 ("next_comm", "next_pid"),
                 ("comm", "pid"),
             ] {
-                if let (Some(cf), Some(pf)) = (format_field(&text, c), format_field(&text, p)) {
+                if let (Some(cf), Some(pf)) = (span(c), span(p)) {
                     pairs.push((cf, pf));
                 }
             }
             if !pairs.is_empty() {
-                comm_fields.insert(id, pairs);
+                comm_fields.insert(format.id, pairs);
             }
         }
         EventNames { names, comm_fields }
@@ -1080,68 +1029,25 @@ struct PageScan {
     lost: u64,
 }
 
-/// Walk one ring-buffer page; calls `on_record` with each event's payload.
-/// Returns (events, lost): lost is the stored missed count, or 1 when only flagged.
+/// Walk one ring-buffer page with the trace reader's page decoder; calls `on_record` with
+/// each event's payload. Returns (events, lost): lost is the stored missed count, or 1 when
+/// only flagged. A corrupt page counts what it holds up to the damage.
 fn scan_page(page: &[u8], l: &PageLayout, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
-    const MISSED_EVENTS: u64 = 1 << 31;
-    const MISSED_STORED: u64 = 1 << 30;
-    if page.len() < l.data_off || page.len() < l.commit_off + l.commit_size {
-        return (0, 0);
-    }
-    let commit_raw = l.uint(&page[l.commit_off..l.commit_off + l.commit_size]);
-    let len = ((commit_raw & (MISSED_STORED - 1)) as usize).min(page.len() - l.data_off);
-    let data = &page[l.data_off..l.data_off + len];
-    let mut lost = 0;
-    if commit_raw & MISSED_EVENTS != 0 {
-        lost = 1;
-        if commit_raw & MISSED_STORED != 0 {
-            let at = l.data_off + len;
-            if at + l.commit_size <= page.len() {
-                lost = l.uint(&page[at..at + l.commit_size]).max(1);
-            }
-        }
-    }
-    let word = |i: usize| l.uint(&data[i..i + 4]) as u32;
+    let lost = match page::read_header(l, page) {
+        Ok(h) => match h.missed {
+            Missed::None => 0,
+            Missed::Unknown => 1,
+            Missed::Count(n) => n.max(1),
+        },
+        Err(_) => return (0, 0),
+    };
     let mut events = 0;
-    let mut i = 0;
-    while i + 4 <= len {
-        let hdr = word(i);
-        let (type_len, delta) = if l.big_endian {
-            (hdr >> 27, hdr & ((1 << 27) - 1))
-        } else {
-            (hdr & 0x1f, hdr >> 5)
-        };
-        match type_len {
-            0 => {
-                if i + 8 > len {
-                    break;
-                }
-                let size = word(i + 4) as usize;
-                if size < 4 || i + 4 + size > len {
-                    break;
-                }
-                events += 1;
-                on_record(&data[i + 8..i + 4 + size]);
-                i += 4 + size;
-            }
-            1..=28 => {
-                let size = type_len as usize * 4;
-                if i + 4 + size > len {
-                    break;
-                }
-                events += 1;
-                on_record(&data[i + 4..i + 4 + size]);
-                i += 4 + size;
-            }
-            29 => {
-                if delta == 0 || i + 8 > len {
-                    break; // padding to the end of the page
-                }
-                i += 4 + word(i + 4) as usize;
-            }
-            _ => i += 8, // time extend / absolute time stamp
+    let _ = page::for_each_record(l, page, |r| {
+        if let Some(payload) = page.get(r.offset as usize..(r.offset + r.len) as usize) {
+            events += 1;
+            on_record(payload);
         }
-    }
+    });
     (events, lost)
 }
 
@@ -1167,12 +1073,12 @@ fn scan_file(
             if rec.len() < 2 {
                 return;
             }
-            let id = l.uint(&rec[..2]) as u16;
+            let id = uint(l.endian, &rec[..2]) as u16;
             *by_id.entry(id).or_insert(0) += 1;
             if let Some(pairs) = names.comm_fields.get(&id) {
                 for &((co, cs), (po, ps)) in pairs {
                     if co + cs <= rec.len() && po + ps <= rec.len() && ps == 4 {
-                        let pid = l.uint(&rec[po..po + 4]) as u32 as i32;
+                        let pid = uint(l.endian, &rec[po..po + 4]) as u32 as i32;
                         let c = &rec[co..co + cs];
                         let c = &c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())];
                         if pid > 0 && !c.is_empty() {
@@ -1215,12 +1121,7 @@ mod tests {
     use super::*;
 
     fn layout() -> PageLayout {
-        PageLayout {
-            commit_off: 8,
-            commit_size: 8,
-            data_off: 16,
-            big_endian: false,
-        }
+        PageLayout::new(Endian::Little, &HeaderPage::for_long_size(8))
     }
 
     fn page_with(records: &[Vec<u8>], flags: u64, missed: Option<u64>) -> Vec<u8> {
@@ -1287,13 +1188,20 @@ mod tests {
     #[test]
     fn format_fields_are_found() {
         let t = "name: x\nID: 372\nformat:\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n";
-        assert_eq!(format_field(t, "prev_comm"), Some((8, 16)));
-        assert_eq!(format_field(t, "prev_pid"), Some((24, 4)));
-        assert_eq!(format_field(t, "pid"), None);
-        assert_eq!(format_id(t), Some(372));
-        let hp = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
-        assert_eq!(format_field(hp, "commit"), Some((8, 8)));
-        assert_eq!(format_field(hp, "data"), Some((16, 4080)));
+        let h = TraceDatHeader {
+            long_size: 8,
+            header_page: "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n".into(),
+            event_systems: vec![EventSystem {
+                name: "sched".into(),
+                formats: vec![t.into()],
+            }],
+            ..TraceDatHeader::default()
+        };
+        let names = EventNames::from_header(&h);
+        assert_eq!(names.comm_fields[&372], vec![((8, 16), (24, 4))]);
+        assert_eq!(names.name(372), "sched:x");
+        let l = page_layout(&h);
+        assert_eq!((l.commit_size, l.data_offset), (8, 16));
     }
 
     #[test]

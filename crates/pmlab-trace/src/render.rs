@@ -11,31 +11,16 @@ use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, FieldKind, Trace};
 
 // ---------------------------------------------------------------------------
-// Small formatting helpers (itoa-style, no allocation).
+// Small formatting helpers (no allocation; decimal digits by itoa).
 
 #[inline]
-fn push_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = 20;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[inline]
 fn push_i64(out: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        out.push(b'-');
-        push_u64(out, v.unsigned_abs());
-    } else {
-        push_u64(out, v as u64);
-    }
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[inline]

@@ -18,9 +18,10 @@ pub(crate) const PRIMARY_WALL: &str = "wall_s";
 const KEEP_BYTES: usize = 16 << 20;
 const TAIL_LINES: usize = 20;
 
-/// The uid/gid to run as: the sudo caller's when root via sudo, else none (as is).
-fn invoking_user(as_root: bool) -> Result<Option<(u32, u32)>, WorkloadError> {
-    if as_root || unsafe { libc::geteuid() } != 0 {
+/// The uid/gid to run a user's program as: the sudo caller's when root via sudo, else none
+/// (as is). The one sudo rule of pmlab (`cmd` workloads, `pmlab record`).
+pub fn invoking_user(as_root: bool) -> Result<Option<(u32, u32)>, WorkloadError> {
+    if as_root || !pmlab_kernel::sysinfo::item::is_root() {
         return Ok(None);
     }
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());

@@ -7,6 +7,7 @@
 //! drop (errors and panics), `PR_SET_PDEATHSIG` kills them if pmlab dies, and
 //! [`cancel::request`] (async-signal-safe) kills them from a signal handler.
 
+pub mod args;
 pub mod cancel;
 mod children;
 mod cmd;
@@ -15,7 +16,6 @@ mod gate;
 mod idle;
 mod messaging;
 mod pipe;
-mod probe;
 pub mod spec;
 mod spin;
 pub mod units;
@@ -24,8 +24,8 @@ mod wakeup;
 use pmlab_kernel::{Metric, Nanos};
 use serde::{Deserialize, Serialize};
 
+pub use cmd::invoking_user;
 pub use cpus::{allowed_cpus, parse_cpu_list};
-pub use probe::CounterProbe;
 pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
 /// Called around the measured part of a workload (counter snapshots, trace start/stop).
@@ -114,6 +114,9 @@ pub enum WorkloadError {
         program: String,
         tail: String,
     },
+    /// Words that do not describe a workload (the parser's message says why).
+    #[error("workload {words:?}: {message}")]
+    Words { words: String, message: String },
     #[error("probe: {0}")]
     Probe(String),
     #[error("interrupted")]

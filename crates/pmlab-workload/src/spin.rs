@@ -65,41 +65,8 @@ pub(crate) fn run(
             }
         }
     }
-    let errors = gate.wait_checked_in(handles.len());
-    let ready = match spawn_error {
-        Some(e) => Err(e),
-        None if !errors.is_empty() => Err(WorkloadError::Worker(format!(
-            "spin: {}",
-            errors.join("; ")
-        ))),
-        None => probe.before().map_err(WorkloadError::Probe),
-    };
-    if let Err(e) = ready {
-        gate.open(false);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(e);
-    }
-    let t0 = Instant::now();
-    gate.open(true);
-    let mut runtimes = Vec::with_capacity(cpus.len());
-    let mut failure = None;
-    for (h, &cpu) in handles.into_iter().zip(&cpus) {
-        match h.join() {
-            Ok(Ok(ms)) => runtimes.push((cpu, ms)),
-            Ok(Err(e)) => failure = Some(format!("CPU {cpu}: {e}")),
-            Err(_) => failure = Some(format!("CPU {cpu}: thread panicked")),
-        }
-    }
-    let wall = t0.elapsed();
-    if cancel::is_requested() {
-        return Err(WorkloadError::Cancelled);
-    }
-    if let Some(f) = failure {
-        return Err(WorkloadError::Worker(format!("spin: {f}")));
-    }
-    probe.after().map_err(WorkloadError::Probe)?;
+    gate.ready(&mut handles, spawn_error, probe, "spin")?;
+    let (runtimes, wall) = gate.run_and_join(handles, &cpus, probe, "spin")?;
     Ok(WorkloadResult {
         metrics: metrics(&runtimes),
         wall: Nanos(wall.as_nanos() as u64),
@@ -132,7 +99,7 @@ fn metrics(runtimes: &[(u32, f64)]) -> Vec<Metric> {
     m.extend(
         runtimes
             .iter()
-            .map(|(cpu, v)| ms(format!("runtime_ms@cpu{cpu}"), *v)),
+            .map(|(cpu, v)| ms("runtime_ms".into(), *v).on_cpu(*cpu)),
     );
     m
 }
@@ -147,7 +114,7 @@ mod tests {
         let m = metrics(&[(0, 10.0), (1, 14.0)]);
         assert_eq!(m[0].value, 12.0);
         assert!((m[1].value - 8f64.sqrt()).abs() < 1e-12);
-        assert_eq!(m[4].name, "runtime_ms@cpu0");
+        assert_eq!(m[4].key().to_string(), "runtime_ms@cpu0");
     }
 
     #[test]
@@ -157,7 +124,7 @@ mod tests {
         assert_eq!(
             r.metrics
                 .iter()
-                .filter(|m| m.name.starts_with("runtime_ms@"))
+                .filter(|m| m.key().to_string().starts_with("runtime_ms@"))
                 .count(),
             n
         );

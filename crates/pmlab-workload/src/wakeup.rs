@@ -10,7 +10,6 @@ use crate::{cancel, Histogram, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub(crate) const PRIMARY: &str = "latency.p50_us";
 /// Histogram buckets are 1 µs wide, up to 10 ms; later samples count as overflow.
@@ -28,12 +27,7 @@ pub(crate) struct Options {
 }
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    pmlab_kernel::units::monotonic_ns()
 }
 
 fn sleep_until(ns: u64) -> Result<(), String> {
@@ -98,10 +92,9 @@ fn set_fifo(prio: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Nearest-rank percentile of sorted samples.
+/// Nearest-rank percentile of sorted samples (pmlab's one definition; `sorted` is not empty).
 fn percentile(sorted: &[u32], q: f64) -> u32 {
-    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
+    pmlab_kernel::units::percentile(sorted, q).unwrap_or(0)
 }
 
 fn us(ns: f64) -> f64 {
@@ -169,41 +162,8 @@ pub(crate) fn run(opts: &Options, probe: &mut dyn Probe) -> Result<WorkloadResul
             }
         }
     }
-    let errors = gate.wait_checked_in(handles.len());
-    let ready = match spawn_error {
-        Some(e) => Err(e),
-        None if !errors.is_empty() => Err(WorkloadError::Worker(format!(
-            "wakeup: {}",
-            errors.join("; ")
-        ))),
-        None => probe.before().map_err(WorkloadError::Probe),
-    };
-    if let Err(e) = ready {
-        gate.open(false);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(e);
-    }
-    let t0 = Instant::now();
-    gate.open(true);
-    let mut per_cpu = Vec::with_capacity(n);
-    let mut failure = None;
-    for (h, &cpu) in handles.into_iter().zip(&cpus) {
-        match h.join() {
-            Ok(Ok(s)) => per_cpu.push((cpu, s)),
-            Ok(Err(e)) => failure = Some(format!("CPU {cpu}: {e}")),
-            Err(_) => failure = Some(format!("CPU {cpu}: thread panicked")),
-        }
-    }
-    let wall = t0.elapsed();
-    if cancel::is_requested() {
-        return Err(WorkloadError::Cancelled);
-    }
-    if let Some(f) = failure {
-        return Err(WorkloadError::Worker(format!("wakeup: {f}")));
-    }
-    probe.after().map_err(WorkloadError::Probe)?;
+    gate.ready(&mut handles, spawn_error, probe, "wakeup")?;
+    let (per_cpu, wall) = gate.run_and_join(handles, &cpus, probe, "wakeup")?;
     Ok(WorkloadResult {
         metrics: metrics(&per_cpu),
         wall: Nanos(wall.as_nanos() as u64),
@@ -232,19 +192,10 @@ fn metrics(per_cpu: &[(u32, Vec<u32>)]) -> Vec<Metric> {
     for (cpu, s) in per_cpu {
         let mut s = s.clone();
         s.sort_unstable();
-        m.push(lat(
-            &format!("latency.p50_us@cpu{cpu}"),
-            percentile(&s, 0.5) as f64,
-        ));
-        m.push(lat(
-            &format!("latency.p99_us@cpu{cpu}"),
-            percentile(&s, 0.99) as f64,
-        ));
-        m.push(lat(
-            &format!("latency.max_us@cpu{cpu}"),
-            *s.last().unwrap() as f64,
-        ));
-        m.push(lat(&format!("latency.mean_us@cpu{cpu}"), mean(&s)));
+        m.push(lat("latency.p50_us", percentile(&s, 0.5) as f64).on_cpu(*cpu));
+        m.push(lat("latency.p99_us", percentile(&s, 0.99) as f64).on_cpu(*cpu));
+        m.push(lat("latency.max_us", *s.last().unwrap() as f64).on_cpu(*cpu));
+        m.push(lat("latency.mean_us", mean(&s)).on_cpu(*cpu));
     }
     m
 }

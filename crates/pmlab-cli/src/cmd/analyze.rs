@@ -2,12 +2,10 @@
 //! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
-use crate::alloc;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Extras, Section, KINDS};
+use pmlab_analysis::all::{self, Analysis, Analyzed, Extras, Section};
 use pmlab_analysis::energy::Model;
-use pmlab_analysis::hotplug::{self, HotplugReport};
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,67 +116,32 @@ pub(crate) fn parse_cpus(
     }
 }
 
-/// What `pmlab analyze` computed for one file: the analyses of `all`, and hotplug steps.
-struct Analyzed {
-    report: all::Report,
-    hotplug: Option<all::Outcome<HotplugReport>>,
-}
-
-impl Analyzed {
-    fn sections(&self) -> Vec<Section> {
-        let mut v = self.report.sections();
-        v.extend(self.hotplug.as_ref().map(|h| h.section("hotplug")));
-        v
-    }
-    fn json(&self) -> anyhow::Result<serde_json::Value> {
-        let mut v = serde_json::to_value(&self.report)?;
-        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
-            m.insert("hotplug".into(), serde_json::to_value(h)?);
-        }
-        Ok(v)
-    }
-}
-
 /// `last`: no other file follows, so the trace is not freed (the process ends soon).
 fn analyze_file(
     path: &Path,
     opts: &Options,
-    only: &[String],
+    only: &[Analysis],
     model: Option<&Model>,
     hotplug_states: Option<&[(u32, String)]>,
     last: bool,
 ) -> anyhow::Result<Analyzed> {
     // Only wakeups and hotplug name kernel symbols; the others skip parsing kallsyms.
-    let wants = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let load = pmlab_trace::dat::LoadOptions {
-        kallsyms: wants("wakeups") || wants("hotplug"),
+        kallsyms: all::needs_kallsyms(only),
+        ..Default::default()
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
-    // The analyses' large blocks (about a third of the file's size in all) come from an
-    // arena that never unmaps them.
-    if let Ok(m) = std::fs::metadata(path) {
-        alloc::start_arena(m.len() as usize + (64 << 20));
-    }
     let extras = Extras {
         model,
         sidecar: crosscheck::load(path),
     };
-    let wants_hotplug = wants("hotplug");
-    let (report, hotplug) = std::thread::scope(|sc| {
-        let hotplug = sc.spawn(|| {
-            wants_hotplug.then(|| match hotplug::analyze(&trace, hotplug_states) {
-                Ok(r) => all::Outcome::Done(r),
-                Err(missing) => all::Outcome::Missing { missing },
-            })
-        });
-        (all::run(&trace, opts, only, extras), all::joined(hotplug))
-    });
+    let analyzed = all::analyze(&trace, opts, only, extras, hotplug_states);
     if last {
         // The process ends after printing: skip freeing the columns (tens of ms here).
         std::mem::forget(trace);
     }
-    Ok(Analyzed { report, hotplug })
+    Ok(analyzed)
 }
 
 /// `N: name` lines of a hotplug/states file.
@@ -199,11 +162,11 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    for o in &args.only {
-        if !KINDS.contains(&o.as_str()) {
-            bail!("unknown analysis {o:?}: choose from {}", KINDS.join(","));
-        }
-    }
+    let only: Vec<Analysis> = args
+        .only
+        .iter()
+        .map(|o| o.parse())
+        .collect::<Result<_, _>>()?;
     let cpus = parse_cpus(args.cpus.as_deref())?;
     let states = args.idle_states.as_deref().map(parse_states).transpose()?;
     let opts = Options {
@@ -222,16 +185,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()?;
     let hp = hp_states.as_deref();
     let last = args.baseline.is_none();
-    let analyzed = analyze_file(&args.file, &opts, &args.only, model.as_ref(), hp, last)?;
+    let analyzed = analyze_file(&args.file, &opts, &only, model.as_ref(), hp, last)?;
     let base = match &args.baseline {
-        Some(b) => Some(analyze_file(
-            b,
-            &opts,
-            &args.only,
-            model.as_ref(),
-            hp,
-            true,
-        )?),
+        Some(b) => Some(analyze_file(b, &opts, &only, model.as_ref(), hp, true)?),
         None => None,
     };
     let sections = analyzed.sections();

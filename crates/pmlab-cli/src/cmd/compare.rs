@@ -53,6 +53,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    super::run_spec::check_misplaced_options(
+        <Args as clap::Args>::augment_args(clap::Command::new("compare")),
+        &args.workload,
+    )?;
     let configurations = vec![
         Configuration::parse(&args.label_a, &args.a)?,
         Configuration::parse(&args.label_b, &args.b)?,

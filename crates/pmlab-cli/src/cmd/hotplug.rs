@@ -1,17 +1,15 @@
 //! `pmlab hotplug`: CPU offline/online latency under load, step by step, with mitigations
 //! compared as interleaved configurations, or a fault-injection walk (`--inject-fail`).
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use pmlab_lab::hotplug::lab::Progress;
 use pmlab_lab::hotplug::report::{render_inject, HotplugReport};
 use pmlab_lab::hotplug::{
-    self, check_cpus, parse_cpu_list, run_inject, run_lab, InjectOptions, InjectTarget, LabOptions,
-    LoaderKind, Mitigation, Paths, StateTable,
+    self, check_cpus, parse_cpu_list, InjectOptions, InjectTarget, LabOptions, LoaderKind,
+    Mitigation, Paths, StateTable,
 };
+use pmlab_lab::lab::Lab;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
@@ -121,9 +119,9 @@ pub fn run(args: Args) -> Result<()> {
         bail!("pmlab hotplug needs root (it writes /sys/devices/system/cpu/cpuN/online); nothing was changed");
     }
     let paths = Paths::new("/");
+    let lab = Lab::open()?;
     // Repair what a killed session left (its journal) before looking at the CPUs.
-    let txn = pmlab_kernel::knob::Transaction::begin(&pmlab_kernel::Root::system())
-        .context("reading the knob journal")?;
+    let txn = lab.transaction().context("reading the knob journal")?;
     for line in &txn.recovered {
         eprintln!("pmlab: repaired what a killed pmlab session left: {line}");
     }
@@ -156,14 +154,7 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--inject-fail walks fault injection; it does not combine with --mitigate");
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
+    let stop = lab.stop_token();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut bar = Bar(None);
 
@@ -175,7 +166,7 @@ pub fn run(args: Args) -> Result<()> {
             trace: !args.no_trace,
             stop: stop.clone(),
         };
-        let result = run_inject(&opts, &mut bar)?;
+        let result = lab.hotplug_inject(opts, &mut bar)?;
         if !args.no_store {
             let id = hotplug::store::save_inject(&args.db, &result, &command, &paths.root)
                 .with_context(|| format!("saving to {}", args.db.display()))?;
@@ -210,7 +201,7 @@ pub fn run(args: Args) -> Result<()> {
         trace: !args.no_trace,
         stop: stop.clone(),
     };
-    let result = run_lab(&opts, &mut bar)?;
+    let result = lab.hotplug(opts, &mut bar)?;
     if !args.no_store {
         let id = hotplug::store::save_lab(&args.db, &result, &command, &paths.root)
             .with_context(|| format!("saving to {}", args.db.display()))?;

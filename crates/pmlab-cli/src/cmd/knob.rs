@@ -1,9 +1,8 @@
 //! `pmlab knob list|get|set|restore`: the CLI face of `pmlab_kernel::knob` (validation,
 //! journal, restore). `set` keeps its journal so that `restore` undoes it later.
 
-use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use pmlab_kernel::knob::{self, journal, Transaction};
+use pmlab_kernel::knob::{self, journal};
 use pmlab_kernel::Root;
 
 const EXAMPLES: &str = "\
@@ -159,8 +158,9 @@ fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
         .iter()
         .map(|n| knob::read_all(root, n).unwrap_or_default())
         .collect();
-    knob::install_signal_restore(std::time::Duration::ZERO)?;
-    let mut t = Transaction::begin(root).context("starting a knob transaction (needs root)")?;
+    // Zero grace: a signal during the writes restores them and exits at once.
+    let lab = pmlab_lab::lab::Lab::at(root.clone(), std::time::Duration::ZERO)?;
+    let mut t = lab.transaction()?;
     for line in &t.recovered {
         eprintln!("pmlab: {line}");
     }

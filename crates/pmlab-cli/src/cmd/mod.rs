@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod compare;
 pub mod dump;
+pub mod export;
 pub mod hotplug;
 pub mod info;
 pub mod knob;

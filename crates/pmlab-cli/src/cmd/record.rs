@@ -1,16 +1,13 @@
 //! `pmlab record`: trace a command (or a duration) into a trace.dat v6 file through a
-//! private tracefs instance, and print events and lost events per CPU.
+//! private tracefs instance (the lab records and supervises the command), and print events
+//! and lost events per CPU.
 
 use anyhow::{bail, Context};
-use pmlab_analysis::crosscheck;
-use pmlab_kernel::counters::Snapshot;
-use pmlab_kernel::Root;
-use pmlab_trace::record::{RecordOptions, RecordSummary, Recorder, DEFAULT_BUFFER_PERCENT};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use pmlab_lab::lab::Lab;
+use pmlab_lab::recording::{RecordRequest, Recording};
+use pmlab_trace::record::{RecordOptions, RecordSummary, DEFAULT_BUFFER_PERCENT};
+use std::path::PathBuf;
+use std::time::Duration;
 
 const EXAMPLES: &str = "Examples:
   pmlab record -- pmlab run pipe --loops 200000
@@ -65,11 +62,6 @@ pub struct Args {
     command: Vec<String>,
 }
 
-enum Event {
-    ChildExited(std::io::Result<ExitStatus>),
-    Signal(i32),
-}
-
 fn parse_filter(s: &str) -> anyhow::Result<(String, String)> {
     match s.split_once('=') {
         Some((ev, expr)) if !ev.trim().is_empty() && !expr.trim().is_empty() => {
@@ -78,48 +70,6 @@ fn parse_filter(s: &str) -> anyhow::Result<(String, String)> {
         _ => {
             bail!("filter {s:?} is not EVENT=EXPRESSION (e.g. 'sched:sched_switch=prev_pid != 0')")
         }
-    }
-}
-
-/// The program's path, found like execvp would (so a bad name fails before tracing starts).
-fn find_program(name: &str) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        if executable(&p) {
-            return Ok(p);
-        }
-        bail!("command {name:?} is not an executable file");
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    for dir in std::env::split_paths(&path) {
-        let p = dir.join(name);
-        if executable(&p) {
-            return Ok(p);
-        }
-    }
-    bail!("command {name:?} not found in PATH")
-}
-
-/// The sudo caller's uid/gid when pmlab runs as root through sudo.
-fn invoking_user() -> anyhow::Result<Option<(u32, u32)>> {
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    match (var("SUDO_UID"), var("SUDO_GID")) {
-        (Some(u), Some(g)) => Ok(Some((
-            u.parse()
-                .with_context(|| format!("SUDO_UID={u:?} is not a number"))?,
-            g.parse()
-                .with_context(|| format!("SUDO_GID={g:?} is not a number"))?,
-        ))),
-        _ => Ok(None),
     }
 }
 
@@ -198,155 +148,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|f| parse_filter(f))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let program = match args.command.first() {
-        Some(name) => Some(find_program(name)?),
-        None => None,
+    let lab = Lab::open()?;
+    let request = RecordRequest {
+        options: RecordOptions {
+            events: args.events.clone(),
+            filters,
+            buffer_kb: args.buffer_kb,
+            output: args.output.clone(),
+            buffer_percent: args.buffer_percent,
+            reader_cpus,
+            splice: !args.no_splice,
+        },
+        command: args.command.clone(),
+        duration,
+        as_root: args.as_root,
+        // stdout carries the JSON summary; the command's output goes to stderr
+        stdout_to_stderr: args.json,
     };
-    let user = if args.as_root { None } else { invoking_user()? };
-
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ])
-    .context("installing signal handlers")?;
-    let signal_handle = signals.handle();
-    let (tx, rx) = mpsc::channel::<Event>();
-    let sig_tx = tx.clone();
-    let signal_thread = std::thread::spawn(move || {
-        for sig in signals.forever() {
-            if sig_tx.send(Event::Signal(sig)).is_err() {
-                break;
-            }
-        }
-    });
-
-    let opts = RecordOptions {
-        events: args.events.clone(),
-        filters,
-        buffer_kb: args.buffer_kb,
-        output: args.output.clone(),
-        buffer_percent: args.buffer_percent,
-        reader_cpus,
-        splice: !args.no_splice,
-    };
-    let recorder = Recorder::start(&Root::system(), opts).context("starting the recording")?;
-    for n in recorder.notes() {
-        eprintln!("pmlab: note: {n}");
-    }
-    // Counter snapshots around the recording, for `pmlab analyze`'s cross-check.
-    let counters_before = Snapshot::take_at(std::path::Path::new("/"));
-
-    let mut child_pid = None;
-    if let (Some(program), Some(_)) = (&program, args.command.first()) {
-        let mut cmd = Command::new(program);
-        cmd.arg0(&args.command[0]).args(&args.command[1..]);
-        if let Some((uid, gid)) = user {
-            cmd.uid(uid).gid(gid);
-        }
-        if args.json {
-            // stdout carries the JSON summary; the command's output goes to stderr
-            use std::os::fd::AsFd;
-            let err = std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .context("duplicating stderr")?;
-            cmd.stdout(std::process::Stdio::from(err));
-        }
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {:?}", args.command[0]))?;
-        child_pid = Some(child.id() as i32);
-        let child_tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = child_tx.send(Event::ChildExited(child.wait()));
-        });
-    }
-    drop(tx);
-
     let progress = progress_bar(duration, args.json);
-    let started = Instant::now();
-    let deadline = duration.map(|d| started + d);
-    let mut status = None;
-    let mut interrupted = None;
-    let mut child_running = child_pid.is_some();
-    let mut kill_deadline: Option<Instant> = None;
-    let mut duration_over = false;
-    loop {
-        let wait_until = [
-            deadline.filter(|_| interrupted.is_none() && kill_deadline.is_none()),
-            kill_deadline,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let ev = match wait_until {
-            Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
-                Ok(ev) => Some(ev),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            },
-            None => match rx.recv() {
-                Ok(ev) => Some(ev),
-                Err(_) => break,
-            },
-        };
-        match ev {
-            Some(Event::ChildExited(st)) => {
-                status = Some(st.context("waiting for the command")?);
-                break;
-            }
-            Some(Event::Signal(sig)) => {
-                interrupted.get_or_insert(sig);
-                match child_pid.filter(|_| child_running) {
-                    Some(pid) => {
-                        unsafe { libc::kill(pid, sig) };
-                        kill_deadline.get_or_insert(Instant::now() + Duration::from_secs(5));
-                    }
-                    None => break,
-                }
-            }
-            None => match child_pid.filter(|_| child_running) {
-                // duration over (first) or the command ignored SIGTERM for 5 s (then)
-                Some(pid) if kill_deadline.is_none() => {
-                    duration_over = true;
-                    unsafe { libc::kill(pid, libc::SIGTERM) };
-                    kill_deadline = Some(Instant::now() + Duration::from_secs(5));
-                }
-                Some(pid) => {
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    child_running = false;
-                    kill_deadline = None;
-                    // the wait thread still reports the exit
-                }
-                None => break,
-            },
-        }
-    }
+    let recording = lab.record(request);
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let counters_after = Snapshot::take_at(std::path::Path::new("/"));
-    let summary = recorder.stop().context("finishing the recording")?;
-    let sidecar = crosscheck::sidecar_path(&summary.path);
-    match (counters_before, counters_after) {
-        (Ok(before), Ok(after)) => {
-            let side = crosscheck::Sidecar { before, after };
-            let written = serde_json::to_vec(&side)
-                .map_err(anyhow::Error::from)
-                .and_then(|b| Ok(std::fs::write(&sidecar, b)?));
-            if let Err(e) = written {
-                eprintln!("pmlab: warning: cannot write {}: {e}", sidecar.display());
-            }
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("pmlab: warning: no counters cross-check for this trace: {e}");
-            let _ = std::fs::remove_file(&sidecar);
-        }
+    let Recording {
+        summary,
+        start_notes,
+        warnings,
+        interrupted,
+        status,
+        duration_over,
+    } = recording?;
+    for n in &start_notes {
+        eprintln!("pmlab: note: {n}");
     }
-    signal_handle.close();
-    let _ = signal_thread.join();
-
+    for w in &warnings {
+        eprintln!("pmlab: warning: {w}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -369,7 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             libc::SIGTERM => "SIGTERM",
             _ => "SIGHUP",
         };
-        if child_pid.is_some() || duration.is_some() || sig != libc::SIGINT {
+        if !args.command.is_empty() || duration.is_some() || sig != libc::SIGINT {
             bail!(
                 "interrupted by {name}; the trace up to then is in {}",
                 summary.path.display()
@@ -396,8 +233,9 @@ fn progress_bar(duration: Option<Duration>, json: bool) -> Option<indicatif::Pro
     let bar = match duration {
         Some(d) => {
             let b = indicatif::ProgressBar::new(d.as_millis() as u64);
+            b.set_message(format!("{:.3} s", d.as_secs_f64()));
             b.set_style(
-                indicatif::ProgressStyle::with_template("recording {bar:30} {elapsed}/{duration}")
+                indicatif::ProgressStyle::with_template("recording for {msg} (Ctrl-C stops)")
                     .ok()?,
             );
             b
@@ -406,24 +244,14 @@ fn progress_bar(duration: Option<Duration>, json: bool) -> Option<indicatif::Pro
             let b = indicatif::ProgressBar::new_spinner();
             b.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "recording {spinner} {elapsed} (Ctrl-C stops)",
+                    "recording until the command exits (Ctrl-C stops)",
                 )
                 .ok()?,
             );
             b
         }
     };
-    // A slow tick: the bar must not keep waking the CPUs being traced.
-    bar.enable_steady_tick(Duration::from_secs(1));
-    if let Some(d) = duration {
-        let b = bar.clone();
-        let start = Instant::now();
-        std::thread::spawn(move || {
-            while !b.is_finished() {
-                b.set_position(start.elapsed().min(d).as_millis() as u64);
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        });
-    }
+    // Drawn once, never ticked: a ticking bar would wake the CPUs being traced.
+    bar.tick();
     Some(bar)
 }

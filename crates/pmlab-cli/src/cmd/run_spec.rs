@@ -1,23 +1,16 @@
 //! `pmlab run-spec FILE.toml`: an experiment (configurations or a sweep, and a battery of
 //! workloads) from a file; also the machinery shared by `compare` and `sweep`: experiment
-//! options, executor choice, progress bar, signal handling and printing the report.
+//! options, the progress bar and printing the report (the lab runs the experiment).
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pmlab_kernel::Root;
-use pmlab_lab::executor::{Executor, FakeExecutor, FakeSpec};
-use pmlab_lab::machine::{
-    CounterSource, Knobs, MachineExecutor, NoKnobs, SideSource, TransactionKnobs, WorkloadParser,
-};
+use pmlab_lab::lab::{Lab, Sources};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
 use pmlab_lab::render::Format;
 use pmlab_lab::report::{Report, SideSelection};
 use pmlab_lab::spec::{self, Budget, Experiment, Order};
 use pmlab_lab::store::Store;
-use pmlab_lab::tracing::TraceSource;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 const EXAMPLES: &str = "\
@@ -154,6 +147,33 @@ pub fn split_workload(words: &[String]) -> (Vec<String>, Vec<String>) {
     (words[..n].to_vec(), words[n..].to_vec())
 }
 
+/// Refuse an option of the command (`--max-runs`, `--db`, ...) written among the workload's
+/// words, where the workload's parser would only call it unexpected: name it as pmlab's and
+/// say to put it before the workload. `command` is the subcommand's clap definition.
+pub fn check_misplaced_options(command: clap::Command, workload: &[String]) -> anyhow::Result<()> {
+    let Some(kind) = workload.first() else {
+        return Ok(());
+    };
+    let own = pmlab_workload::args::long_options(kind);
+    let name = command.get_name().to_string();
+    for word in workload[1..].iter().take_while(|w| *w != "--") {
+        let Some(long) = word.strip_prefix("--") else {
+            continue;
+        };
+        let long = long.split_once('=').map_or(long, |(n, _)| n);
+        if own.iter().any(|o| o == long) {
+            continue;
+        }
+        if command.get_arguments().any(|a| a.get_long() == Some(long)) {
+            bail!(
+                "`--{long}` is an option of `pmlab {name}`, not of the workload `{kind}`: put it \
+                 before the workload (e.g. `pmlab {name} --{long} ... {kind} ...`)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The command line, for the store.
 pub fn command_line() -> String {
     std::env::args()
@@ -257,83 +277,6 @@ impl Observer for Bar {
     }
 }
 
-/// SIGINT/SIGTERM/SIGHUP: set the stop flag (the protocol stops between runs) and cancel a
-/// running workload (its workers are killed), so that the experiment ends promptly; a second
-/// signal exits at once. On the machine, the knob engine's handler restores the knobs
-/// before that exit (and after a 30 s grace if the experiment does not stop by itself).
-fn install_signal_handlers(stop: &Arc<AtomicBool>, machine: bool) -> anyhow::Result<()> {
-    if machine {
-        pmlab_kernel::knob::install_signal_restore(std::time::Duration::from_secs(30))?;
-        for sig in [
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-        ] {
-            signal_hook::flag::register(sig, Arc::clone(stop))
-                .with_context(|| format!("installing a handler for signal {sig}"))?;
-        }
-        return Ok(());
-    }
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        // A second signal while the first is being handled ends the process at once (exit 130);
-        // the knob journal restores the machine on the next pmlab run.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(stop))
-            .with_context(|| format!("installing a handler for signal {sig}"))?;
-        signal_hook::flag::register(sig, Arc::clone(stop))
-            .with_context(|| format!("installing a handler for signal {sig}"))?;
-    }
-    Ok(())
-}
-
-/// Pick the executor: the fake one when asked (tests), else the machine.
-fn executor(opts: &ExperimentOpts, seed: u64) -> anyhow::Result<Box<dyn Executor>> {
-    if let Some(fake) = &opts.fake_executor {
-        return Ok(Box::new(FakeExecutor::new(FakeSpec::parse(fake)?, seed)));
-    }
-    real_executor(opts)
-}
-
-/// The machine: knobs through the journaled transaction, the workloads, counter side metrics.
-fn real_executor(opts: &ExperimentOpts) -> anyhow::Result<Box<dyn Executor>> {
-    let knobs: Box<dyn Knobs> = if unsafe { libc::geteuid() } == 0 {
-        Box::new(TransactionKnobs::new(pmlab_kernel::Root::system()))
-    } else {
-        Box::new(NoKnobs {
-            reason: "setting knobs needs root; only the machine as found (--a '' --b '') can be \
-                     measured"
-                .into(),
-        })
-    };
-    let parse: WorkloadParser = Box::new(|words: &[String]| {
-        crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
-    });
-    let root = PathBuf::from("/");
-    Ok(Box::new(MachineExecutor::new(
-        root.clone(),
-        knobs,
-        parse,
-        side_sources(opts, root)?,
-    )))
-}
-
-/// Side sources: the tracer first (started first, stopped last: its cost stays outside the
-/// counter deltas), then counters.
-fn side_sources(opts: &ExperimentOpts, root: PathBuf) -> anyhow::Result<Vec<Box<dyn SideSource>>> {
-    let mut sources: Vec<Box<dyn SideSource>> = Vec::new();
-    if opts.trace {
-        sources.push(Box::new(
-            TraceSource::new(Root::system(), &opts.db, opts.trace_events.clone())
-                .map_err(anyhow::Error::msg)?,
-        ));
-    }
-    sources.push(Box::new(CounterSource::new(root)));
-    Ok(sources)
-}
-
 /// Run an experiment with the shared options and print its report.
 pub fn execute(
     mut experiment: Experiment,
@@ -390,20 +333,23 @@ pub fn execute(
         warmup: true,
     };
     let side = SideSelection::parse(&opts.side);
-    let mut exec = executor(opts, seed)?;
+    let lab = Lab::open()?;
+    let sources = Sources {
+        trace: opts
+            .trace
+            .then(|| (opts.db.clone(), opts.trace_events.clone())),
+    };
+    let mut exec = lab.executor(opts.fake_executor.as_deref(), seed, &sources)?;
     // Validate before the store is opened or created: bad input changes nothing.
     exec.validate(&experiment)?;
     let mut store = Store::open(&opts.db)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&stop, opts.fake_executor.is_none())?;
     let mut bar = Bar::new(opts.quiet);
-    let result = protocol::run_experiment(
+    let result = lab.experiment(
         &mut store,
         exec.as_mut(),
         &experiment,
         &budget,
         &command_line(),
-        &stop,
         &mut bar,
     );
     bar.bar.finish_and_clear();

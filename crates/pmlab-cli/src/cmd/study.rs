@@ -1,17 +1,12 @@
 //! `pmlab study`: the default battery for this machine (idle, polling, governors, hotplug,
 //! wakeups, cpu), adapted to what it has, ending with a self-contained HTML report.
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pmlab_kernel::knob::{self, Transaction};
 use pmlab_kernel::Root;
 use pmlab_lab::executor::Executor;
-use pmlab_lab::machine::{CounterSource, Knobs, MachineExecutor, SideSource, WorkloadParser};
+use pmlab_lab::lab::{Lab, Sources};
 use pmlab_lab::study::{self, sim::SimExecutor, Host, Stage, StageProgress};
-use pmlab_lab::tracing::TraceSource;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -57,44 +52,8 @@ pub struct Args {
     pub simulate: bool,
 }
 
-/// Knobs through the journaled kernel transaction (begun at the first change).
-struct TxKnobs {
-    root: Root,
-    tx: Option<Transaction>,
-}
-
-impl Knobs for TxKnobs {
-    fn validate(&self, assignments: &[String]) -> Result<(), String> {
-        if assignments.is_empty() {
-            return Ok(());
-        }
-        knob::validate(&self.root, assignments).map_err(|e| e.to_string())
-    }
-    fn read(&self, names: &[String]) -> Vec<(String, String)> {
-        names
-            .iter()
-            .filter_map(|n| knob::read(&self.root, n).ok().map(|v| (n.clone(), v)))
-            .collect()
-    }
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
-        if self.tx.is_none() {
-            if assignments.is_empty() {
-                return Ok(());
-            }
-            self.tx = Some(Transaction::begin(&self.root).map_err(|e| e.to_string())?);
-        }
-        let tx = self.tx.as_mut().expect("transaction begun");
-        tx.switch_to(assignments).map_err(|e| e.to_string())
-    }
-    fn restore(&mut self) -> Result<(), String> {
-        match self.tx.as_mut() {
-            Some(tx) => tx.restore().map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
-    }
-}
-
 struct CliHost {
+    lab: Lab,
     db: PathBuf,
     root: PathBuf,
     simulate: bool,
@@ -108,26 +67,14 @@ impl Host for CliHost {
             self.seed += 1;
             return Ok(Box::new(SimExecutor::new(self.root.clone(), self.seed)));
         }
-        let root = Root::new(self.root.clone());
-        let knobs = Box::new(TxKnobs {
-            root: root.clone(),
-            tx: None,
-        });
-        let parse: WorkloadParser = Box::new(|words: &[String]| {
-            crate::cmd::run::workload_from_words(words).map_err(|e| format!("{e:#}"))
-        });
-        let mut sources: Vec<Box<dyn SideSource>> = Vec::new();
-        if trace {
-            // The tracer first (started first, stopped last), then the counters.
-            sources.push(Box::new(TraceSource::new(root, &self.db, Vec::new())?));
-        }
-        sources.push(Box::new(CounterSource::new(self.root.clone())));
-        Ok(Box::new(MachineExecutor::new(
-            self.root.clone(),
-            knobs,
-            parse,
-            sources,
-        )))
+        let sources = Sources {
+            trace: trace.then(|| (self.db.clone(), Vec::new())),
+        };
+        let exec = self
+            .lab
+            .machine_executor(&sources)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Box::new(exec))
     }
     fn progress(&mut self, p: &StageProgress) {
         self.bar.set_position((p.done * 1000.0) as u64);
@@ -149,22 +96,6 @@ impl Host for CliHost {
     }
 }
 
-fn install_signals(stop: &Arc<AtomicBool>) -> anyhow::Result<()> {
-    pmlab_workload::cancel::init().context("creating the cancellation pipe")?;
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(stop))
-            .with_context(|| format!("installing a handler for signal {sig}"))?;
-        // SAFETY: cancel::request is async-signal-safe (atomics, kill, write).
-        unsafe { signal_hook::low_level::register(sig, pmlab_workload::cancel::request) }
-            .with_context(|| format!("installing a handler for signal {sig}"))?;
-    }
-    Ok(())
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let only = args
         .only
@@ -179,8 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|d| d.as_nanos() as u64 % 1_000_000_000)
             .unwrap_or(1)
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    install_signals(&stop)?;
+    let lab = Lab::at(Root::new(args.root.clone()), pmlab_lab::lab::GRACE)?;
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
@@ -198,10 +128,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         quick: args.quick,
         only,
         seed,
-        stop: stop.clone(),
+        stop: lab.stop_token(),
         command: super::run_spec::command_line(),
     };
     let mut host = CliHost {
+        lab: lab.clone(),
         db: args.db.clone(),
         root: args.root.clone(),
         simulate: args.simulate,
@@ -209,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bar,
     };
     let started = std::time::Instant::now();
-    let outcome = study::run(&opts, &mut host)?;
+    let outcome = lab.study(opts, &mut host)?;
     host.bar.finish_and_clear();
     let rec = &outcome.record;
     if args.json {

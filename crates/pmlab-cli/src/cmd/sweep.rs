@@ -46,6 +46,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if workload.is_empty() {
         bail!("no workload given after the knob values (e.g. `pipe --loops 20000`)");
     }
+    super::run_spec::check_misplaced_options(
+        <Args as clap::Args>::augment_args(clap::Command::new("sweep")),
+        &workload,
+    )?;
     let configurations = sweep_configurations(&axes)?;
     let workload = WorkloadDef::new(workload)?;
     let name = format!(

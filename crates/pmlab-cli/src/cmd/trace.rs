@@ -41,7 +41,7 @@ fn secs(ns: u64) -> String {
 }
 
 fn info(file: &std::path::Path, json: bool) -> anyhow::Result<()> {
-    let opts = pmlab_trace::dat::LoadOptions { kallsyms: false };
+    let opts = pmlab_trace::dat::LoadOptions::without_kallsyms();
     let trace = pmlab_trace::open_with(file, &opts).context("cannot read trace")?;
     let s = pmlab_trace::summary::summarize(&trace);
     // The process ends right after printing: skip freeing the columns and formats.

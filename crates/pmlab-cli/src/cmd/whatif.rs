@@ -184,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     // The replay names no kernel symbol: skip parsing kallsyms.
-    let load = pmlab_trace::dat::LoadOptions { kallsyms: false };
+    let load = pmlab_trace::dat::LoadOptions::without_kallsyms();
     let trace = pmlab_trace::open_with(&args.file, &load)
         .with_context(|| format!("cannot read trace {}", args.file.display()))?;
     let cfg = Config {

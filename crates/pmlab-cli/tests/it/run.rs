@@ -115,12 +115,21 @@ fn run_fails(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A JSON metric's name as tables write it: `NAME`, or `NAME@cpuN` for CPU N's.
+fn label(m: &Value) -> String {
+    let name = m["name"].as_str().unwrap_or_default();
+    match m["cpu"].as_u64() {
+        Some(c) => format!("{name}@cpu{c}"),
+        None => name.to_string(),
+    }
+}
+
 fn metric(j: &Value, list: &str, name: &str) -> f64 {
     j[list]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["name"] == name)
+        .find(|m| label(m) == name)
         .unwrap_or_else(|| panic!("no {list} metric {name}"))["value"]
         .as_f64()
         .unwrap()
@@ -259,7 +268,7 @@ fn pipe_wake_ipis_with_set(loops: u64, poll_ns: &str) -> (Vec<f64>, String) {
                     .as_array()
                     .unwrap()
                     .iter()
-                    .find(|m| m["name"] == format!("irq.{irq}.per_s@cpu{c}"))
+                    .find(|m| label(m) == format!("irq.{irq}.per_s@cpu{c}"))
                     .map_or(0.0, |m| m["value"].as_f64().unwrap())
             };
             (rate("CAL") + rate("RES")) * window / loops as f64

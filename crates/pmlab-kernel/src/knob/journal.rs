@@ -49,20 +49,14 @@ fn jerr(path: &Path, e: impl std::fmt::Display) -> KnobError {
 
 /// Start time of a process, or None when it does not exist.
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace();
-    if matches!(f.next(), Some("Z") | Some("X")) {
-        return None; // a zombie is dead for our purposes
-    }
-    f.nth(18)?.parse().ok()
+    crate::procstat::ProcStat::of(i64::from(pid))
+        .filter(|s| !s.is_dead())
+        .map(|s| s.start_ticks)
 }
 
 /// This boot's id.
 pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    crate::sysinfo::kernel::boot_id(&crate::Root::system()).unwrap_or_default()
 }
 
 /// The header of this process.

@@ -14,7 +14,7 @@ pub mod value;
 mod tests;
 
 pub use resolve::{split_assignment, Target};
-pub use signal::{install_signal_restore, stop_requested};
+pub use signal::{has_live_journals, request_stop, restore_live_and_exit, stop_requested};
 pub use table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
 pub use txn::Transaction;
 

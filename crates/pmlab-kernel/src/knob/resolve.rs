@@ -169,17 +169,32 @@ fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
     ))
 }
 
-/// Mount debugfs on /sys/kernel/debug when it is not there (only on the real root, as root).
+/// Mount debugfs on /sys/kernel/debug when it is not there (only on the real root, as
+/// root), for as long as this process runs: it is unmounted at exit, so reading a sched
+/// feature leaves the machine as found.
 pub fn ensure_debugfs(root: &Root) {
     if *root != Root::system() || root.path("/sys/kernel/debug/sched").exists() {
         return;
     }
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::sysinfo::item::is_root() {
         return;
     }
     let c = |s: &str| std::ffi::CString::new(s).unwrap();
     let (src, dst, fs) = (c("debugfs"), c("/sys/kernel/debug"), c("debugfs"));
-    unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    let mounted =
+        unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) } == 0;
+    static UNMOUNT_AT_EXIT: std::sync::Once = std::sync::Once::new();
+    if mounted {
+        UNMOUNT_AT_EXIT.call_once(|| {
+            extern "C" fn unmount() {
+                let dst = c"/sys/kernel/debug";
+                // Lazy: files still open in this process do not keep it mounted.
+                unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+            }
+            // SAFETY: registering a plain extern "C" function.
+            unsafe { libc::atexit(unmount) };
+        });
+    }
 }
 
 /// Lexically normalise `/sys/...`; `None` when it leaves /sys.

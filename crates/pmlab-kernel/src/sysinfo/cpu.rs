@@ -27,6 +27,9 @@ pub struct Cpus {
     pub hotpluggable: Vec<u32>,
     /// SMT control (`on`, `off`, `notsupported`, ...).
     pub smt_control: Option<String>,
+    /// `processor` entries in /proc/cpuinfo: the CPUs online when it was read.
+    #[serde(skip)]
+    pub processors: u32,
 }
 
 fn list(root: &Root, name: &str) -> Result<Vec<u32>, SysinfoError> {
@@ -94,5 +97,9 @@ pub fn read(root: &Root) -> Cpus {
         offline: list(root, "offline").unwrap_or_default(),
         hotpluggable,
         smt_control: read_text(root, &format!("{CPU_DIR}/smt/control")).ok(),
+        processors: text
+            .lines()
+            .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
+            .count() as u32,
     }
 }

@@ -147,8 +147,7 @@ impl<T: Serialize> Serialize for Item<T> {
 
 /// Is this process root (effective uid 0)?
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// The kernel path of `full` (strip the fake root) for display.

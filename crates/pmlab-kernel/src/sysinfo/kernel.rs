@@ -24,3 +24,13 @@ pub fn read(root: &Root) -> Kernel {
         rcu_expedited: item(root, read_bool(root, "/sys/kernel/rcu_expedited")),
     }
 }
+
+/// The host name (`/proc/sys/kernel/hostname`).
+pub fn hostname(root: &Root) -> Option<String> {
+    read_text(root, "/proc/sys/kernel/hostname").ok()
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), to tell boots apart.
+pub fn boot_id(root: &Root) -> Option<String> {
+    read_text(root, "/proc/sys/kernel/random/boot_id").ok()
+}

@@ -38,6 +38,26 @@ impl Virt {
                 .as_deref()
                 .is_some_and(|h| h.contains("KVM"))
     }
+    /// One line for a stored system snapshot: `none` on bare metal, else the hypervisor
+    /// (`KVM` for QEMU/KVM however found) with the DMI product when there is one, e.g.
+    /// `KVM (Standard PC (Q35 + ICH9, 2009))`.
+    pub fn describe(&self) -> String {
+        let Some(h) = self.hypervisor.as_deref() else {
+            return "none".into();
+        };
+        let name = if self.is_kvm() || matches!(h, "QEMU" | "KVM") {
+            "KVM"
+        } else if h == "unknown" {
+            "unknown hypervisor"
+        } else {
+            h
+        };
+        match &self.dmi_product {
+            Some(p) => format!("{name} ({p})"),
+            None => name.to_string(),
+        }
+    }
+
     /// KVM_HINTS_REALTIME: KVM says vCPUs are never preempted; cpuidle-haltpoll
     /// registers by default only then.
     pub fn realtime_hint(&self) -> Option<bool> {

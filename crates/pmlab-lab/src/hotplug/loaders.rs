@@ -207,14 +207,8 @@ fn descendants(roots: &[i32]) -> Vec<i32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-                // "pid (comm) S ppid ..." — comm may contain spaces; parse after the last ')'.
-                if let Some((_, rest)) = stat.rsplit_once(')') {
-                    if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok())
-                    {
-                        parent_of.push((pid, ppid));
-                    }
-                }
+            if let Some(s) = pmlab_kernel::procstat::ProcStat::of(i64::from(pid)) {
+                parent_of.push((pid, s.ppid));
             }
         }
     }

@@ -170,8 +170,7 @@ pub fn check_cpus(sys_cpu: &Path, cpus: &[u32]) -> Result<(), HotplugError> {
 
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    pmlab_kernel::sysinfo::item::is_root()
 }
 
 #[cfg(test)]

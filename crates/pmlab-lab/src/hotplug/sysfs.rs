@@ -11,13 +11,7 @@ use super::HotplugError;
 
 /// Current CLOCK_MONOTONIC time in nanoseconds (the clock the trace is recorded with).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    pmlab_kernel::units::monotonic_ns()
 }
 
 /// Which way a hotplug operation goes.

@@ -5,6 +5,7 @@ use super::svg::{colour, esc, range, Plot};
 use super::table;
 use super::View;
 use crate::report::fmt_num;
+use pmlab_kernel::MetricKey;
 use std::fmt::Write;
 
 /// People's names of interrupt kinds.
@@ -27,7 +28,7 @@ pub fn kinds(v: &View) -> Vec<String> {
         .filter(|k| {
             (0..v.e.configurations.len()).any(|c| {
                 v.cpus().iter().any(|cpu| {
-                    v.mean(c, &format!("irq.{k}.per_s@cpu{cpu}"))
+                    v.mean(c, MetricKey::on_cpu(format!("irq.{k}.per_s"), *cpu))
                         .is_some_and(|x| x >= 0.5)
                 })
             })
@@ -46,7 +47,10 @@ pub fn plot(v: &View) -> Option<String> {
         for cpu in v.cpus() {
             let vals: Vec<f64> = kinds
                 .iter()
-                .map(|k| v.mean(c, &format!("irq.{k}.per_s@cpu{cpu}")).unwrap_or(0.0))
+                .map(|k| {
+                    v.mean(c, MetricKey::on_cpu(format!("irq.{k}.per_s"), cpu))
+                        .unwrap_or(0.0)
+                })
                 .collect();
             bars.push((format!("{} cpu{cpu}", conf.label), vals));
         }

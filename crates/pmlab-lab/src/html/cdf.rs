@@ -32,7 +32,7 @@ pub fn plot(v: &View) -> Option<String> {
         .map(|c| {
             let pts = POINTS
                 .iter()
-                .filter_map(|(m, p, _)| v.mean(c, m).map(|x| (x, nines(*p))))
+                .filter_map(|(m, p, _)| v.mean(c, *m).map(|x| (x, nines(*p))))
                 .collect();
             (v.e.configurations[c].label.clone(), pts)
         })
@@ -102,7 +102,7 @@ pub fn plot(v: &View) -> Option<String> {
             r.extend(
                 POINTS
                     .iter()
-                    .map(|(m, _, _)| v.mean(c, m).map(fmt_num).unwrap_or("-".into())),
+                    .map(|(m, _, _)| v.mean(c, *m).map(fmt_num).unwrap_or("-".into())),
             );
             r
         })

@@ -6,6 +6,7 @@ use super::table;
 use super::View;
 use crate::report::fmt_num;
 use crate::stats::Summary;
+use pmlab_kernel::MetricKey;
 use std::fmt::Write;
 
 /// (label, summary of runtime_ms@cpuN over runs).
@@ -13,7 +14,7 @@ pub fn per_cpu(v: &View) -> Vec<(String, Summary)> {
     let mut out = Vec::new();
     for (c, conf) in v.e.configurations.iter().enumerate() {
         for cpu in v.cpus() {
-            let xs = v.e.samples(v.w, c, &format!("runtime_ms@cpu{cpu}"));
+            let xs = v.e.samples(v.w, c, MetricKey::on_cpu("runtime_ms", cpu));
             if let Some(s) = Summary::of(&xs) {
                 out.push((format!("{} cpu{cpu}", conf.label), s));
             }

@@ -9,6 +9,7 @@ use crate::hotplug::report::quantile;
 use crate::report::{Report, WorkloadReport};
 use crate::stats::Summary;
 use crate::store::StoredExperiment;
+use pmlab_kernel::MetricKey;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -73,7 +74,12 @@ pub fn poll_ms_per_s(e: &StoredExperiment, w: usize, c: usize) -> Option<f64> {
     let per_run: Vec<f64> = e
         .measured_runs(w, c)
         .filter_map(|r| {
-            let get = |n: &str| r.metrics.iter().find(|m| m.name == n).map(|m| m.value);
+            let get = |n: &str| {
+                r.metrics
+                    .iter()
+                    .find(|m| m.name == n && m.cpu.is_none())
+                    .map(|m| m.value)
+            };
             let t = get("idle.POLL.time_ms")?;
             let window = get("counters.window_s").unwrap_or(r.duration_ns as f64 / 1e9);
             (window > 0.0).then(|| t / window)
@@ -216,7 +222,7 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
     let busy: Vec<(u32, f64)> = cpus
         .iter()
         .filter_map(|&cpu| {
-            v.mean(0, &format!("cpu.busy_pct@cpu{cpu}"))
+            v.mean(0, MetricKey::on_cpu("cpu.busy_pct", cpu))
                 .map(|b| (cpu, b))
         })
         .collect();
@@ -246,7 +252,10 @@ fn idle_baseline(e: &StoredExperiment, w: usize) -> Option<Finding> {
         let ks = kinds(&v);
         let mut by_kind: Vec<(String, f64)> = ks
             .iter()
-            .filter_map(|k| v.mean(0, &format!("irq.{k}.per_s")).map(|x| (k.clone(), x)))
+            .filter_map(|k| {
+                v.mean(0, MetricKey::new(format!("irq.{k}.per_s")))
+                    .map(|x| (k.clone(), x))
+            })
             .collect();
         by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
         text.push_str(&format!("; they take {} interrupts/s in all", fmt_short(t)));
@@ -423,7 +432,7 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
     let ipis: Vec<String> = ["RES", "CAL", "TLB"]
         .iter()
         .filter_map(|k| {
-            v.mean(0, &format!("irq.{k}.per_s"))
+            v.mean(0, MetricKey::new(format!("irq.{k}.per_s")))
                 .map(|x| format!("{} {}/s", cause_name(k), fmt_short(x)))
         })
         .collect();

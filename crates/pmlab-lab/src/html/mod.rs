@@ -21,6 +21,7 @@ use crate::report::{Report, SideSelection};
 use crate::store::StoredExperiment;
 use crate::system::SystemSnapshot;
 use findings::Finding;
+use pmlab_kernel::MetricKey;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -43,17 +44,14 @@ pub enum HtmlError {
 pub struct View<'a> {
     pub e: &'a StoredExperiment,
     pub w: usize,
-    keys: Vec<String>,
+    keys: Vec<MetricKey>,
     cpus: Vec<u32>,
 }
 
 impl<'a> View<'a> {
     pub fn new(e: &'a StoredExperiment, w: usize) -> View<'a> {
-        let keys: Vec<String> = e.metric_keys(w).into_iter().map(|k| k.name).collect();
-        let mut cpus: Vec<u32> = keys
-            .iter()
-            .filter_map(|k| k.rsplit_once("@cpu")?.1.parse().ok())
-            .collect();
+        let keys: Vec<MetricKey> = e.metric_keys(w).iter().map(|k| k.key()).collect();
+        let mut cpus: Vec<u32> = keys.iter().filter_map(|k| k.cpu).collect();
         cpus.sort();
         cpus.dedup();
         View { e, w, keys, cpus }
@@ -61,22 +59,23 @@ impl<'a> View<'a> {
     pub fn label(&self) -> &str {
         &self.e.workloads[self.w].label
     }
-    /// CPUs that appear in per-CPU metric names (`…@cpuN`).
+    /// CPUs that have per-CPU metrics.
     pub fn cpus(&self) -> Vec<u32> {
         self.cpus.clone()
     }
     /// Mean of a metric over the measured runs of configuration `c`.
-    pub fn mean(&self, c: usize, name: &str) -> Option<f64> {
-        let xs = self.e.samples(self.w, c, name);
+    pub fn mean(&self, c: usize, metric: impl Into<MetricKey>) -> Option<f64> {
+        let xs = self.e.samples(self.w, c, metric);
         (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
     }
-    /// The `X` of per-CPU metrics named `{prefix}X{suffix}@cpuN`, in first-seen order.
+    /// The `X` of per-CPU metrics named `{prefix}X{suffix}`, in first-seen order.
     pub fn per_cpu_middles(&self, prefix: &str, suffix: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for k in &self.keys {
-            let Some((base, _)) = k.rsplit_once("@cpu") else {
+            if k.cpu.is_none() {
                 continue;
-            };
+            }
+            let base = &k.name;
             if let Some(mid) = base
                 .strip_prefix(prefix)
                 .and_then(|r| r.strip_suffix(suffix))
@@ -90,12 +89,44 @@ impl<'a> View<'a> {
     }
 }
 
+/// How a study stage ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StageStatus {
+    Done,
+    Skipped,
+    Failed,
+    Interrupted,
+}
+
+impl StageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageStatus::Done => "done",
+            StageStatus::Skipped => "skipped",
+            StageStatus::Failed => "failed",
+            StageStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for StageStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for StageStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// What a study stage did.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StageNote {
     pub stage: String,
-    /// `done`, `skipped`, `failed` or `interrupted`.
-    pub status: String,
+    pub status: StageStatus,
     pub reason: String,
     pub experiments: Vec<i64>,
     pub seconds: f64,
@@ -339,7 +370,7 @@ pub fn render(input: &Input, links: &[(String, String)]) -> Result<Output, HtmlE
             .map(|s| {
                 vec![
                     s.stage.clone(),
-                    s.status.clone(),
+                    s.status.to_string(),
                     format!("{:.1}", s.seconds),
                     s.experiments
                         .iter()

@@ -6,6 +6,7 @@ use super::svg::{colour, esc, Plot};
 use super::table;
 use super::View;
 use crate::report::fmt_num;
+use pmlab_kernel::MetricKey;
 use std::fmt::Write;
 
 /// (segment name, share in percent) per bar.
@@ -20,11 +21,13 @@ fn bars(v: &View) -> (Vec<Bar>, bool) {
             let mut segs = Vec::new();
             if per_state {
                 for s in &states {
-                    if let Some(x) = v.mean(c, &format!("idle.{s}.share_pct@cpu{cpu}")) {
+                    if let Some(x) =
+                        v.mean(c, MetricKey::on_cpu(format!("idle.{s}.share_pct"), cpu))
+                    {
                         segs.push((s.clone(), x));
                     }
                 }
-            } else if let Some(busy) = v.mean(c, &format!("cpu.busy_pct@cpu{cpu}")) {
+            } else if let Some(busy) = v.mean(c, MetricKey::on_cpu("cpu.busy_pct", cpu)) {
                 segs.push((
                     "idle (no per-state data)".to_string(),
                     (100.0 - busy).max(0.0),

@@ -85,7 +85,7 @@ pub fn analyze(e: &StoredExperiment, w: usize) -> Option<Traced> {
     })
 }
 
-fn cause_label(kind: &str, detail: &str) -> String {
+fn cause_label(kind: impl std::fmt::Display, detail: &str) -> String {
     if detail.is_empty() {
         kind.to_string()
     } else {
@@ -139,7 +139,7 @@ pub fn section(label: &str, t: &Traced) -> String {
             .map(|c| {
                 vec![
                     format!("cpu{}", c.cpu),
-                    cause_label(&c.cause.kind, &c.cause.detail),
+                    cause_label(c.cause.kind, &c.cause.detail),
                     fmt_num(c.per_s),
                     format!("{:.1}", c.share * 100.0),
                     c.origin
@@ -213,14 +213,14 @@ fn causes_plot(label: &str, wr: &WakeupsReport) -> Option<String> {
     cpus.dedup();
     let mut names: Vec<String> = Vec::new();
     for c in &rows {
-        let n = cause_label(&c.cause.kind, &c.cause.detail);
+        let n = cause_label(c.cause.kind, &c.cause.detail);
         if !names.contains(&n) && names.len() < 9 {
             names.push(n);
         }
     }
     let known = names.clone();
     let name_of = |c: &pmlab_analysis::wakeups::CauseRow| {
-        let n = cause_label(&c.cause.kind, &c.cause.detail);
+        let n = cause_label(c.cause.kind, &c.cause.detail);
         if known.contains(&n) {
             n
         } else {

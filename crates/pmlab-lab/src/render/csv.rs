@@ -104,7 +104,7 @@ impl Render for CsvRender {
                         wl.label.clone(),
                         row.label.clone(),
                         row.knobs.clone(),
-                        p.name.clone(),
+                        p.label(),
                         p.unit.clone(),
                         "0".into(),
                     ];
@@ -122,7 +122,7 @@ impl Render for CsvRender {
                         wl.label.clone(),
                         row.label.clone(),
                         row.knobs.clone(),
-                        cell.name.clone(),
+                        cell.label(),
                         cell.unit.clone(),
                         "1".into(),
                     ];

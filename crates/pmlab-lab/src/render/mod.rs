@@ -175,7 +175,7 @@ pub(crate) mod tests {
                                 "/s",
                                 Direction::Neutral,
                             ),
-                            Metric::new("irq.CAL.per_s@cpu0", 1.0, "/s", Direction::Neutral),
+                            Metric::new("irq.CAL.per_s", 1.0, "/s", Direction::Neutral).on_cpu(0),
                         ],
                         trace_path: None,
                     })

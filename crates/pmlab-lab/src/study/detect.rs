@@ -46,8 +46,7 @@ pub fn is_root() -> bool {
     if std::env::var_os("PMLAB_ASSUME_NONROOT").is_some_and(|v| v == "1") {
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    pmlab_kernel::sysinfo::item::is_root()
 }
 
 impl Caps {

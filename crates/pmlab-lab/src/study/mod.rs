@@ -10,7 +10,7 @@ pub mod sim;
 
 use crate::executor::Executor;
 use crate::hotplug::{self, LabOptions, LoaderKind, Mitigation, Paths};
-use crate::html::{self, StageNote};
+use crate::html::{self, StageNote, StageStatus};
 use crate::protocol::{self, Observer, ProtocolError, StopReason};
 use crate::store::{Store, StoreError};
 pub use detect::Caps;
@@ -264,13 +264,13 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
         let t0 = Instant::now();
         let mut note = StageNote {
             stage: stage.as_str().into(),
-            status: "done".into(),
+            status: StageStatus::Done,
             reason: String::new(),
             experiments: vec![],
             seconds: 0.0,
         };
         if opts.stop.load(Ordering::SeqCst) {
-            note.status = "interrupted".into();
+            note.status = StageStatus::Interrupted;
             note.reason = "not started: interrupted".into();
             rec.stages.push(note);
             continue;
@@ -278,7 +278,7 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
         host.progress(&clock.progress(*stage, 0.0, "starting".into()));
         match p {
             StagePlan::Skip(why) => {
-                note.status = "skipped".into();
+                note.status = StageStatus::Skipped;
                 note.reason = why.clone();
                 host.note(&format!("{}: skipped — {why}", stage.as_str()));
             }
@@ -308,7 +308,7 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                         Ok((id, interrupted)) => {
                             note.experiments.push(id);
                             if interrupted {
-                                note.status = "interrupted".into();
+                                note.status = StageStatus::Interrupted;
                             }
                         }
                         Err(e)
@@ -316,16 +316,15 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                                 || e.contains("unknown knob")
                                 || e.contains("not on this branch") =>
                         {
-                            note.status = "skipped".into();
+                            note.status = StageStatus::Skipped;
                             reasons.push(e);
                         }
                         Err(e) => {
                             note.status = if opts.stop.load(Ordering::SeqCst) {
-                                "interrupted"
+                                StageStatus::Interrupted
                             } else {
-                                "failed"
-                            }
-                            .into();
+                                StageStatus::Failed
+                            };
                             host.note(&format!("{}: {e}", stage.as_str()));
                             reasons.push(e);
                         }

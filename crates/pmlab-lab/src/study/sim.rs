@@ -79,20 +79,15 @@ impl SimExecutor {
             let cal = (15.0 - poll_share * 0.5).max(1.0) + self.noise(1.0);
             let dev = if cpu == 0 { 6.0 } else { 0.0 };
             for (k, x) in [("LOC", loc), ("RES", res), ("CAL", cal), ("device", dev)] {
-                v.push(m(format!("irq.{k}.per_s@cpu{cpu}"), x.max(0.0), "/s", n));
+                v.push(m(format!("irq.{k}.per_s"), x.max(0.0), "/s", n).on_cpu(cpu as u32));
             }
             total += loc + res + cal + dev;
             res_all += res;
-            v.push(m(format!("cpu.busy_pct@cpu{cpu}"), *b, "%", n));
+            v.push(m("cpu.busy_pct", *b, "%", n).on_cpu(cpu as u32));
             let idle = 100.0 - b;
             let poll = poll_share.min(idle);
-            v.push(m(format!("idle.POLL.share_pct@cpu{cpu}"), poll, "%", n));
-            v.push(m(
-                format!("idle.C1.share_pct@cpu{cpu}"),
-                idle - poll,
-                "%",
-                n,
-            ));
+            v.push(m("idle.POLL.share_pct", poll, "%", n).on_cpu(cpu as u32));
+            v.push(m("idle.C1.share_pct", idle - poll, "%", n).on_cpu(cpu as u32));
         }
         v.push(m("irq.total.per_s", total, "/s", n));
         v.push(m("irq.RES.per_s", res_all, "/s", n));
@@ -185,8 +180,8 @@ impl Executor for SimExecutor {
                 (
                     vec![
                         m("runtime_mean_ms", (a + b) / 2.0, "ms", lower),
-                        m("runtime_ms@cpu0", a, "ms", lower),
-                        m("runtime_ms@cpu1", b, "ms", lower),
+                        m("runtime_ms", a, "ms", lower).on_cpu(0),
+                        m("runtime_ms", b, "ms", lower).on_cpu(1),
                     ],
                     [100.0, 100.0],
                     0.0,

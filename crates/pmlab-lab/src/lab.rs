@@ -1,0 +1,323 @@
+//! The lab object: the one way every command that changes or measures the machine
+//! (`run`, `compare`, `sweep`, `run-spec`, `study`, `hotplug`, `record`, `knob set`) does
+//! so. It owns the interrupt policy (one blocking signal watcher, one stop token, workload
+//! cancellation, knob restore), the knob transaction, the side sources (counters, tracer)
+//! and running a [`WorkloadSpec`]: `run` is a plan of one configuration and one run,
+//! experiments go through the protocol, the hotplug lab and the study get the stop token.
+
+use crate::executor::{ExecError, Executor, FakeExecutor, FakeSpec, RunContext};
+use crate::machine::{
+    CounterSource, Knobs, MachineExecutor, NoKnobs, SideSource, TransactionKnobs,
+};
+use crate::protocol::{self, Observer, Outcome, ProtocolError};
+use crate::spec::{Budget, Configuration, Experiment};
+use crate::store::Store;
+use crate::tracing::TraceSource;
+use pmlab_kernel::knob::{KnobError, Transaction};
+use pmlab_kernel::{Metric, Root};
+use pmlab_workload::{WorkloadError, WorkloadResult, WorkloadSpec};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How long the main thread has, after the first SIGINT/SIGTERM/SIGHUP, to stop the
+/// workload and restore by itself before the watcher restores the knobs and exits.
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// Why the lab refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("installing the signal watcher")]
+    Signals(#[source] std::io::Error),
+    #[error("starting a knob transaction (needs root)")]
+    Transaction(#[source] KnobError),
+    #[error("restoring the knobs")]
+    Restore(#[source] KnobError),
+    #[error(transparent)]
+    Knob(#[from] KnobError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("{0}")]
+    Source(String),
+    #[error("interrupted: the workload's workers were killed")]
+    Interrupted,
+}
+
+/// The process-wide interrupt state: the stop token and who listens for signals.
+struct Interrupts {
+    stop: Arc<AtomicBool>,
+    listeners: Mutex<Vec<Sender<i32>>>,
+    grace: Mutex<Duration>,
+}
+
+static INTERRUPTS: OnceLock<Interrupts> = OnceLock::new();
+
+/// Install the one signal watcher (once per process; later calls share it). It blocks in
+/// `Signals::forever` and wakes only on a signal: then it sets the stop token, stops new
+/// knob writes, cancels the running workload (its workers are killed), tells listeners, and
+/// arms a one-shot grace timer; if knobs are still live when it fires (or on a second
+/// signal) it restores them and exits with 128+signal. A zero grace restores and exits at once.
+fn interrupts(grace: Duration) -> Result<&'static Interrupts, LabError> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    if let Some(i) = INTERRUPTS.get() {
+        *i.grace.lock().unwrap_or_else(|e| e.into_inner()) = grace;
+        return Ok(i);
+    }
+    pmlab_workload::cancel::init().map_err(LabError::Signals)?;
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(LabError::Signals)?;
+    let state = INTERRUPTS.get_or_init(|| Interrupts {
+        stop: Arc::new(AtomicBool::new(false)),
+        listeners: Mutex::new(Vec::new()),
+        grace: Mutex::new(grace),
+    });
+    std::thread::Builder::new()
+        .name("pmlab-signals".into())
+        .spawn(move || {
+            let mut first = true;
+            for sig in signals.forever() {
+                pmlab_kernel::knob::request_stop();
+                state.stop.store(true, Ordering::SeqCst);
+                pmlab_workload::cancel::request();
+                state
+                    .listeners
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|l| l.send(sig).is_ok());
+                let grace = *state.grace.lock().unwrap_or_else(|e| e.into_inner());
+                if !first || grace.is_zero() {
+                    pmlab_kernel::knob::restore_live_and_exit(sig);
+                }
+                first = false;
+                // One timer after the first signal (not a periodic wake).
+                let _ = std::thread::Builder::new()
+                    .name("pmlab-grace".into())
+                    .spawn(move || {
+                        std::thread::sleep(grace);
+                        if pmlab_kernel::knob::has_live_journals() {
+                            pmlab_kernel::knob::restore_live_and_exit(sig);
+                        }
+                    });
+            }
+        })
+        .map_err(LabError::Signals)?;
+    Ok(state)
+}
+
+/// Where a run's side metrics come from besides the counters.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Record a trace of every run's measured part beside this store, with these events
+    /// (empty: the analyses' set).
+    pub trace: Option<(PathBuf, Vec<String>)>,
+}
+
+/// One `pmlab run`: the workload's result and the side metrics around its measured part.
+pub struct OneRun {
+    pub result: WorkloadResult,
+    pub side_metrics: Vec<Metric>,
+    /// What the knob transaction repaired of dead sessions, and knobs that do nothing here.
+    pub notes: Vec<String>,
+}
+
+/// The lab: see the module documentation.
+#[derive(Clone)]
+pub struct Lab {
+    root: Root,
+    interrupts: &'static Interrupts,
+}
+
+impl Lab {
+    /// The lab on the machine (`/`), with the interrupt policy installed.
+    pub fn open() -> Result<Lab, LabError> {
+        Lab::at(Root::system(), GRACE)
+    }
+
+    /// The lab under `root` (a fake tree in tests) with this grace after a first signal
+    /// (zero: restore and exit at once, for commands that only write knobs).
+    pub fn at(root: Root, grace: Duration) -> Result<Lab, LabError> {
+        Ok(Lab {
+            root,
+            interrupts: interrupts(grace)?,
+        })
+    }
+
+    /// The stop token: set by the first signal; loops check it between steps.
+    pub fn stop_token(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.interrupts.stop)
+    }
+
+    /// Whether a signal asked to stop.
+    pub fn interrupted(&self) -> bool {
+        self.interrupts.stop.load(Ordering::SeqCst)
+    }
+
+    /// Signal numbers as they arrive (for commands that wait on several events at once).
+    pub fn signals(&self) -> Receiver<i32> {
+        let (tx, rx) = channel();
+        self.interrupts
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx);
+        rx
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// A knob transaction; journals of dead pmlab processes are restored first (its
+    /// `recovered` says what was repaired).
+    pub fn transaction(&self) -> Result<Transaction, LabError> {
+        Transaction::begin(&self.root).map_err(LabError::Transaction)
+    }
+
+    /// Knobs for an executor: the journaled transaction as root, else none (with the reason).
+    pub fn knobs(&self) -> Box<dyn Knobs> {
+        if unsafe { libc::geteuid() } == 0 {
+            Box::new(TransactionKnobs::new(self.root.clone()))
+        } else {
+            Box::new(NoKnobs {
+                reason: "setting knobs needs root; only the machine as found (--a '' --b '') can \
+                         be measured"
+                    .into(),
+            })
+        }
+    }
+
+    /// Side sources: the tracer first (started first, stopped last: its cost stays outside
+    /// the counter deltas), then the counters.
+    pub fn side_sources(&self, sources: &Sources) -> Result<Vec<Box<dyn SideSource>>, LabError> {
+        let mut v: Vec<Box<dyn SideSource>> = Vec::new();
+        if let Some((db, events)) = &sources.trace {
+            v.push(Box::new(
+                TraceSource::new(self.root.clone(), db, events.clone())
+                    .map_err(LabError::Source)?,
+            ));
+        }
+        v.push(Box::new(CounterSource::new(self.root_path())));
+        Ok(v)
+    }
+
+    fn root_path(&self) -> PathBuf {
+        self.root.path("/")
+    }
+
+    /// The executor of this machine.
+    pub fn machine_executor(&self, sources: &Sources) -> Result<MachineExecutor, LabError> {
+        Ok(MachineExecutor::new(
+            self.root_path(),
+            self.knobs(),
+            self.side_sources(sources)?,
+        ))
+    }
+
+    /// The executor for an experiment: the fake one when a spec is given (tests), else the machine.
+    pub fn executor(
+        &self,
+        fake: Option<&str>,
+        seed: u64,
+        sources: &Sources,
+    ) -> Result<Box<dyn Executor>, LabError> {
+        match fake {
+            Some(f) => Ok(Box::new(FakeExecutor::new(FakeSpec::parse(f)?, seed))),
+            None => Ok(Box::new(self.machine_executor(sources)?)),
+        }
+    }
+
+    /// Run an experiment through the protocol, stopping on the lab's stop token.
+    pub fn experiment(
+        &self,
+        store: &mut Store,
+        executor: &mut dyn Executor,
+        experiment: &Experiment,
+        budget: &Budget,
+        command: &str,
+        observer: &mut dyn Observer,
+    ) -> Result<Outcome, ProtocolError> {
+        protocol::run_experiment(
+            store,
+            executor,
+            experiment,
+            budget,
+            command,
+            &self.interrupts.stop,
+            observer,
+        )
+    }
+
+    /// `pmlab run`: a plan of one configuration (the machine as found plus `knobs`) and
+    /// one run, with counter side metrics; the knobs are restored on every path.
+    pub fn run_once(&self, spec: &WorkloadSpec, knobs: &[String]) -> Result<OneRun, LabError> {
+        spec.validate()?;
+        let mut notes = Vec::new();
+        let knob_backend: Box<dyn Knobs> = if knobs.is_empty() {
+            Box::new(NoKnobs {
+                reason: String::new(),
+            })
+        } else {
+            pmlab_kernel::knob::validate(&self.root, knobs)?;
+            // Repair what a killed session left before anything is written.
+            let mut t = self.transaction()?;
+            notes.append(&mut t.recovered);
+            Box::new(TransactionKnobs::new(self.root.clone()))
+        };
+        let mut exec = MachineExecutor::new(
+            self.root_path(),
+            knob_backend,
+            self.side_sources(&Sources::default())?,
+        );
+        let configuration = Configuration {
+            label: String::new(),
+            knobs: knobs.to_vec(),
+        };
+        exec.configure(&configuration)?;
+        notes.extend(pmlab_kernel::knob::effect_notes(&self.root, knobs));
+        let out = exec.run_spec(spec, &RunContext::single());
+        exec.restore()?;
+        match out {
+            Ok((result, side_metrics, _)) => Ok(OneRun {
+                result,
+                side_metrics,
+                notes,
+            }),
+            Err(WorkloadError::Cancelled) => Err(LabError::Interrupted),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The hotplug latency lab, stopping on the lab's stop token.
+    pub fn hotplug(
+        &self,
+        mut opts: crate::hotplug::LabOptions,
+        progress: &mut dyn crate::hotplug::lab::Progress,
+    ) -> Result<crate::hotplug::LabResult, crate::hotplug::HotplugError> {
+        opts.stop = self.stop_token();
+        crate::hotplug::run_lab(&opts, progress)
+    }
+
+    /// The hotplug fault-injection walk, stopping on the lab's stop token.
+    pub fn hotplug_inject(
+        &self,
+        mut opts: crate::hotplug::InjectOptions,
+        progress: &mut dyn crate::hotplug::lab::Progress,
+    ) -> Result<crate::hotplug::inject::InjectResult, crate::hotplug::HotplugError> {
+        opts.stop = self.stop_token();
+        crate::hotplug::run_inject(&opts, progress)
+    }
+
+    /// The study, stopping on the lab's stop token.
+    pub fn study(
+        &self,
+        mut opts: crate::study::Options,
+        host: &mut dyn crate::study::Host,
+    ) -> Result<crate::study::Outcome, crate::study::StudyError> {
+        opts.stop = self.stop_token();
+        crate::study::run(&opts, host)
+    }
+}

@@ -1,0 +1,358 @@
+//! Typed columns of one event for a selection of its rows: the rows of an event id in a
+//! time and CPU window, and each format field read into a vector of its own type
+//! (integers by size and sign, `char` arrays and strings as text, other arrays and
+//! `__data_loc` arrays as lists). What the Python tables (`pmlab.open(...).arrow`) are built from.
+
+use std::ops::Range;
+
+use crate::model::{Field, FieldKind, LocKind, Trace};
+
+/// Which rows of an event to take: a CPU set and a `[start, end)` timestamp window.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Only these CPUs (None: all).
+    pub cpus: Option<Vec<u32>>,
+    /// First timestamp kept (inclusive), in the trace clock's unit.
+    pub start: Option<u64>,
+    /// Timestamps from here on are dropped (exclusive).
+    pub end: Option<u64>,
+}
+
+/// The element type of a field's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// An integer of 1, 2, 4 or 8 bytes.
+    Int { size: u8, signed: bool },
+    /// Text: a `char` array or `__data_loc char[]` string, cut at the first NUL.
+    Str,
+}
+
+/// The type of one field's column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Scalar(Scalar),
+    /// A list of integers per row (fixed arrays, `__data_loc` arrays, odd-sized fields as bytes).
+    List {
+        size: u8,
+        signed: bool,
+    },
+}
+
+/// Integer sizes a column holds; anything else is read as bytes.
+fn int_size(size: u32) -> Option<u8> {
+    matches!(size, 1 | 2 | 4 | 8).then_some(size as u8)
+}
+
+/// The element type named in a C declaration (`unsigned long[]`, `__u8[]`), for
+/// dynamic arrays whose format gives no element size.
+fn elem_size_of(type_name: &str, long_size: u32) -> u32 {
+    let base = type_name
+        .trim_start_matches("__data_loc")
+        .trim_start_matches("__rel_loc")
+        .split('[')
+        .next()
+        .unwrap_or("")
+        .trim();
+    if base.contains("long long") {
+        return 8;
+    }
+    if base.ends_with("long") || base.ends_with('*') {
+        return long_size;
+    }
+    match base.rsplit(' ').next().unwrap_or("") {
+        "u16" | "s16" | "short" | "__u16" | "__s16" => 2,
+        "u32" | "s32" | "int" | "__u32" | "__s32" | "unsigned" | "pid_t" => 4,
+        "u64" | "s64" | "__u64" | "__s64" => 8,
+        _ => 1,
+    }
+}
+
+/// Whether a declaration's element type is plain `char` (text), not `unsigned char` or `u8`.
+fn is_text(type_name: &str) -> bool {
+    let base = type_name
+        .trim_start_matches("__data_loc")
+        .trim_start_matches("__rel_loc")
+        .split('[')
+        .next()
+        .unwrap_or("")
+        .trim();
+    matches!(base, "char" | "const char" | "signed char")
+}
+
+impl ColumnType {
+    /// The column type of `field` in a trace whose `long` is `long_size` bytes.
+    pub fn of(field: &Field, long_size: u32) -> ColumnType {
+        match field.kind {
+            FieldKind::Int => match int_size(field.size) {
+                Some(size) => ColumnType::Scalar(Scalar::Int {
+                    size,
+                    signed: field.signed,
+                }),
+                None => ColumnType::List {
+                    size: 1,
+                    signed: false,
+                },
+            },
+            FieldKind::Array { elem_size, .. } => {
+                if is_text(&field.type_name) {
+                    return ColumnType::Scalar(Scalar::Str);
+                }
+                match int_size(elem_size) {
+                    Some(size) => ColumnType::List {
+                        size,
+                        signed: field.signed,
+                    },
+                    None => ColumnType::List {
+                        size: 1,
+                        signed: false,
+                    },
+                }
+            }
+            FieldKind::DataLoc { .. } | FieldKind::RelLoc { .. } => {
+                if is_text(&field.type_name) {
+                    return ColumnType::Scalar(Scalar::Str);
+                }
+                let size = elem_size_of(&field.type_name, long_size);
+                ColumnType::List {
+                    size: int_size(size).unwrap_or(1),
+                    signed: field.signed && size > 1,
+                }
+            }
+        }
+    }
+}
+
+/// One column's values. Strings and lists use offsets (`len + 1` of them) into their data,
+/// as Arrow lays them out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    /// UTF-8 text (invalid bytes replaced).
+    Str {
+        offsets: Vec<i64>,
+        data: Vec<u8>,
+    },
+    /// Integer lists: row `r` holds `values[offsets[r] .. offsets[r + 1]]`.
+    List {
+        offsets: Vec<i64>,
+        values: Box<Values>,
+    },
+}
+
+impl Values {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::U8(v) => v.len(),
+            Values::I8(v) => v.len(),
+            Values::U16(v) => v.len(),
+            Values::I16(v) => v.len(),
+            Values::U32(v) => v.len(),
+            Values::I32(v) => v.len(),
+            Values::U64(v) => v.len(),
+            Values::I64(v) => v.len(),
+            Values::Str { offsets, .. } | Values::List { offsets, .. } => {
+                offsets.len().saturating_sub(1)
+            }
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Integers of one size and sign, gathered from raw values.
+fn ints(size: u8, signed: bool, raw: impl Iterator<Item = u64>) -> Values {
+    match (size, signed) {
+        (1, false) => Values::U8(raw.map(|v| v as u8).collect()),
+        (1, true) => Values::I8(raw.map(|v| v as u8 as i8).collect()),
+        (2, false) => Values::U16(raw.map(|v| v as u16).collect()),
+        (2, true) => Values::I16(raw.map(|v| v as u16 as i16).collect()),
+        (4, false) => Values::U32(raw.map(|v| v as u32).collect()),
+        (4, true) => Values::I32(raw.map(|v| v as u32 as i32).collect()),
+        (_, false) => Values::U64(raw.collect()),
+        (_, true) => Values::I64(raw.map(|v| v as i64).collect()),
+    }
+}
+
+impl Trace {
+    /// The rows (event indices, in time order) of event `id` inside `window`.
+    pub fn rows(&self, id: u16, window: &Window) -> Vec<u32> {
+        let ts = &self.events.ts;
+        let lo = window.start.map_or(0, |s| ts.partition_point(|&t| t < s));
+        let hi = window
+            .end
+            .map_or(ts.len(), |e| ts.partition_point(|&t| t < e))
+            .max(lo);
+        let mut cpu_ok = [true; 1 << 16];
+        if let Some(cpus) = &window.cpus {
+            cpu_ok = [false; 1 << 16];
+            for &c in cpus {
+                if let Some(x) = cpu_ok.get_mut(c as usize) {
+                    *x = true;
+                }
+            }
+        }
+        self.rows_in(id, lo..hi, &cpu_ok)
+    }
+
+    fn rows_in(&self, id: u16, range: Range<usize>, cpu_ok: &[bool; 1 << 16]) -> Vec<u32> {
+        let ev = &self.events;
+        let base = range.start;
+        let mut out = Vec::new();
+        let ids = &ev.id[range.clone()];
+        let cpus = &ev.cpu[range];
+        for (k, (&x, &c)) in ids.iter().zip(cpus).enumerate() {
+            if x == id && cpu_ok[c as usize] {
+                out.push((base + k) as u32);
+            }
+        }
+        out
+    }
+
+    /// The values of `field` (of the event the rows belong to) at each of `rows`, typed by
+    /// [`ColumnType::of`]. A field that runs past a record reads as 0 or empty.
+    pub fn column(&self, field: &Field, rows: &[u32]) -> Values {
+        let fref = crate::model::FieldRef {
+            offset: field.offset,
+            size: field.size,
+            signed: field.signed,
+            loc: match field.kind {
+                FieldKind::DataLoc { .. } => LocKind::DataLoc,
+                FieldKind::RelLoc { .. } => LocKind::RelLoc,
+                _ => LocKind::Inline,
+            },
+        };
+        match ColumnType::of(field, self.long_size) {
+            ColumnType::Scalar(Scalar::Int { size, signed }) => ints(
+                size,
+                signed,
+                rows.iter().map(|&i| self.u64_at(i as usize, fref)),
+            ),
+            ColumnType::Scalar(Scalar::Str) => {
+                let mut offsets = Vec::with_capacity(rows.len() + 1);
+                let mut data = Vec::with_capacity(rows.len() * 8);
+                offsets.push(0i64);
+                for &i in rows {
+                    let b = self.bytes_at(i as usize, fref);
+                    let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
+                    match std::str::from_utf8(b) {
+                        Ok(s) => data.extend_from_slice(s.as_bytes()),
+                        Err(_) => data.extend_from_slice(String::from_utf8_lossy(b).as_bytes()),
+                    }
+                    offsets.push(data.len() as i64);
+                }
+                Values::Str { offsets, data }
+            }
+            ColumnType::List { size, signed } => {
+                let mut offsets = Vec::with_capacity(rows.len() + 1);
+                let mut raw: Vec<u64> = Vec::new();
+                offsets.push(0i64);
+                let elem = size as usize;
+                for &i in rows {
+                    let b = self.bytes_at(i as usize, fref);
+                    for chunk in b.chunks_exact(elem) {
+                        raw.push(self.read_uint(chunk));
+                    }
+                    offsets.push(raw.len() as i64);
+                }
+                Values::List {
+                    offsets,
+                    values: Box::new(ints(size, signed, raw.into_iter())),
+                }
+            }
+        }
+    }
+
+    /// The fields a table of event `id` has: every field of its format but the common ones.
+    pub fn payload_fields(&self, id: u16) -> Vec<&Field> {
+        self.formats
+            .get(&id)
+            .map(|f| f.fields.iter().filter(|x| !x.common).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(decl_type: &str, size: u32, signed: bool, kind: FieldKind) -> Field {
+        Field {
+            name: "f".into(),
+            type_name: decl_type.into(),
+            offset: 0,
+            size,
+            signed,
+            kind,
+            common: false,
+        }
+    }
+
+    #[test]
+    fn column_types_follow_the_declaration() {
+        let int = field("int", 4, true, FieldKind::Int);
+        assert_eq!(
+            ColumnType::of(&int, 8),
+            ColumnType::Scalar(Scalar::Int {
+                size: 4,
+                signed: true
+            })
+        );
+        let comm = field(
+            "char[16]",
+            16,
+            true,
+            FieldKind::Array {
+                elem_size: 1,
+                count: 16,
+                is_char: true,
+            },
+        );
+        assert_eq!(ColumnType::of(&comm, 8), ColumnType::Scalar(Scalar::Str));
+        let buf = field(
+            "__u8[34]",
+            34,
+            false,
+            FieldKind::Array {
+                elem_size: 1,
+                count: 34,
+                is_char: true,
+            },
+        );
+        assert_eq!(
+            ColumnType::of(&buf, 8),
+            ColumnType::List {
+                size: 1,
+                signed: false
+            }
+        );
+        let mask = field(
+            "__data_loc unsigned long[]",
+            4,
+            false,
+            FieldKind::DataLoc { is_char: false },
+        );
+        assert_eq!(
+            ColumnType::of(&mask, 4),
+            ColumnType::List {
+                size: 4,
+                signed: false
+            }
+        );
+        let name = field(
+            "__data_loc char[]",
+            4,
+            true,
+            FieldKind::DataLoc { is_char: true },
+        );
+        assert_eq!(ColumnType::of(&name, 8), ColumnType::Scalar(Scalar::Str));
+    }
+}
