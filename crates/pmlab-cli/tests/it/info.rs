@@ -134,9 +134,12 @@ fn info_real_machine_json() {
         for c in cpus {
             let states = c["states"].as_array().unwrap();
             assert_eq!(states.len(), 2, "{c}");
-            for s in states {
-                assert!(s["usage"].as_u64().unwrap() > 0, "{s}");
-            }
+            // Counters restart when a CPU comes back online (a hotplug test may have just
+            // run), and POLL may not have been entered since: one used state is enough.
+            assert!(
+                states.iter().any(|s| s["usage"].as_u64().unwrap() > 0),
+                "{c}"
+            );
         }
         assert_eq!(
             j["capabilities"]["polling_knob"],
