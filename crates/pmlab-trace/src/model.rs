@@ -203,20 +203,7 @@ impl Events {
     /// and a load issued ahead overlaps its cache and TLB miss with the work in between.
     #[inline(always)]
     pub fn prefetch_ahead(&self, i: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(&l) = self.loc.get(i + PREFETCH_AHEAD) {
-            let p = self
-                .raw
-                .as_slice()
-                .as_ptr()
-                .wrapping_add((l >> LOC_LEN_BITS) as usize);
-            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        self.prefetch(i + PREFETCH_AHEAD);
     }
     /// Hint that event `i`'s record will be read soon (see [`Events::prefetch_ahead`]).
     #[inline(always)]
