@@ -184,9 +184,12 @@ fn wait_for_quiet() -> f64 {
 }
 
 /// CAL (function-call IPI) interrupts per round trip on each CPU, and total POLL time.
-fn pipe_cal_and_poll(loops: u64) -> (Vec<f64>, f64) {
+fn pipe_cal_and_poll(loops: u64, poll_ns: u64) -> (Vec<f64>, f64) {
     let l = loops.to_string();
-    let j = run_json(&["pipe", "--loops", &l, "--cpus", "0,1"]);
+    // Set through pmlab, which restarts haltpoll's per-CPU windows: written directly, the
+    // limit can leave the previous run's windows polling (see the test below).
+    let set = format!("haltpoll.guest_halt_poll_ns={poll_ns}");
+    let j = run_json(&["pipe", "--loops", &l, "--cpus", "0,1", "--set", &set]);
     let window = side(&j, "counters.window_s");
     let per_op: Vec<f64> = (0..2)
         .map(|c| side(&j, &format!("irq.CAL.per_s@cpu{c}")) * window / loops as f64)
@@ -199,14 +202,8 @@ fn cal_and_poll_comparison(loops: u64) -> Result<(), String> {
     let mut off = Vec::new();
     let mut on = Vec::new();
     for _ in 0..2 {
-        {
-            let _g = HaltpollGuard::set(0);
-            off.push(pipe_cal_and_poll(loops));
-        }
-        {
-            let _g = HaltpollGuard::set(200_000);
-            on.push(pipe_cal_and_poll(loops));
-        }
+        off.push(pipe_cal_and_poll(loops, 0));
+        on.push(pipe_cal_and_poll(loops, 200_000));
     }
     for (cal, _) in &off {
         for (cpu, per_op) in cal.iter().enumerate() {
@@ -822,4 +819,63 @@ fn ctrl_c_kills_the_workers_of_every_workload() {
         assert!(err.contains("interrupted"), "{args:?}: {err}");
         assert_no_strays(&m);
     }
+}
+
+/// Puts a haltpoll parameter file back as found on drop.
+struct ParamGuard(&'static str, String);
+
+impl ParamGuard {
+    fn set(path: &'static str, value: &str) -> ParamGuard {
+        let found = std::fs::read_to_string(path).unwrap().trim().to_string();
+        std::fs::write(path, value).unwrap();
+        ParamGuard(path, found)
+    }
+}
+
+impl Drop for ParamGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0, &self.1);
+    }
+}
+
+/// haltpoll's per-CPU windows change only when a CPU halts, so a CPU whose polls keep
+/// catching their wakeups goes on polling after `guest_halt_poll_ns=0`. Written directly,
+/// the limit leaves the old windows; set through pmlab, it restarts them.
+#[test]
+fn haltpoll_windows_restart_when_pmlab_sets_the_limit() {
+    let governor = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_governor")
+        .unwrap_or_default();
+    if !is_root() || cpuidle_driver() != "haltpoll" || governor.trim() != "haltpoll" {
+        eprintln!("skipped: needs root and the haltpoll cpuidle driver and governor (pmlab-kernel's haltpoll unit tests cover the switch on a fake tree)");
+        return;
+    }
+    // Windows that never shrink keep the stale window for certain, not only sometimes.
+    let _shrink = ParamGuard::set(
+        "/sys/module/haltpoll/parameters/guest_halt_poll_allow_shrink",
+        "N",
+    );
+    let _limit = HaltpollGuard::set(200_000);
+    let poll_ms = |extra: &[&str]| {
+        let mut args = vec!["pipe", "--loops", "20000", "--cpus", "0,1"];
+        args.extend_from_slice(extra);
+        side(&run_json(&args), "idle.POLL.time_ms")
+    };
+    let grown = poll_ms(&[]);
+    std::fs::write(HALTPOLL_NS, "0").unwrap();
+    let stale = poll_ms(&[]);
+    let restarted = poll_ms(&["--set", "haltpoll.guest_halt_poll_ns=0"]);
+    assert!(
+        grown > 10.0 && stale > grown / 4.0,
+        "premise: written directly, 0 leaves the grown windows polling (POLL ms: at 200us {grown:.1}, after writing 0 {stale:.1})"
+    );
+    assert!(
+        restarted < stale / 10.0,
+        "pmlab --set must restart the windows: POLL ms {restarted:.1} vs {stale:.1} with the stale windows"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_governor")
+            .unwrap()
+            .trim(),
+        "haltpoll"
+    );
 }

@@ -215,8 +215,9 @@ pub fn remove(path: &Path) {
 
 /// Write originals back in reverse order; returns (knobs changed back, failures).
 pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
-    let mut done = Vec::new();
+    let mut done: Vec<String> = Vec::new();
     let mut failures = Vec::new();
+    let mut haltpoll_root = None;
     let mut seen: Vec<(&Path, Option<&str>)> = Vec::new();
     // The first entry of a file holds its original value; later duplicates are ignored.
     let firsts: Vec<&Entry> = entries
@@ -243,7 +244,10 @@ pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
         }
         match file::write_raw(&e.path, &e.orig) {
             Ok(()) => match file::read_raw(&e.path, e.feature.as_deref()) {
-                Ok(v) if v == e.orig || loose_equal(&v, &e.orig) => done.push(e.knob.clone()),
+                Ok(v) if v == e.orig || loose_equal(&v, &e.orig) => {
+                    done.push(e.knob.clone());
+                    haltpoll_root = haltpoll_root.or_else(|| super::haltpoll::param_root(&e.path));
+                }
                 Ok(v) => failures.push(format!(
                     "{}: wrote `{}` back but it reads `{v}`",
                     e.knob, e.orig
@@ -256,6 +260,15 @@ pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
                 e.orig,
                 file::describe(&x)
             )),
+        }
+    }
+    // Windows grown under the restored values must not outlive them.
+    if let Some(root) = haltpoll_root {
+        if let Err(x) = super::haltpoll::restart_windows(&root) {
+            failures.push(format!(
+                "restarting haltpoll's per-CPU poll windows: {}",
+                file::describe(&x)
+            ));
         }
     }
     (done, failures)

@@ -3,6 +3,7 @@
 //! always-restored [`Transaction`].
 
 pub mod file;
+pub mod haltpoll;
 pub mod journal;
 pub mod resolve;
 pub mod signal;
@@ -75,19 +76,30 @@ pub struct KnobInfo {
     pub help: String,
 }
 
-/// Notes on assignments that are valid but do nothing here: haltpoll's parameters only act
-/// through the haltpoll cpuidle driver, so with another driver (or none) they change a
-/// number and not the idle loop.
+/// Notes on what assignments do beyond their value: haltpoll's parameters only act through
+/// the haltpoll cpuidle driver (with another driver, or none, they change a number and not
+/// the idle loop), and under it their writes restart the per-CPU windows ([`haltpoll`]).
 pub fn effect_notes(root: &Root, assignments: &[String]) -> Vec<String> {
     let driver = resolve::cpuidle_driver(root);
     let touches_haltpoll = assignments
         .iter()
         .any(|a| a.trim_start().starts_with("haltpoll."));
-    if touches_haltpoll && driver != "haltpoll" {
+    if !touches_haltpoll {
+        Vec::new()
+    } else if driver != "haltpoll" {
         vec![format!(
             "haltpoll.* parameters have no effect here: the cpuidle driver is {driver}, not \
              haltpoll, so idle does not poll whatever they say"
         )]
+    } else if std::fs::read_to_string(root.path("/sys/devices/system/cpu/cpuidle/current_governor"))
+        .is_ok_and(|g| g.trim() == "haltpoll")
+    {
+        vec![
+            "haltpoll.* writes restart every CPU's adaptive poll window at 0 (pmlab switches \
+              the cpuidle governor away and back), so a configuration never inherits the \
+              previous one's windows"
+                .to_string(),
+        ]
     } else {
         Vec::new()
     }

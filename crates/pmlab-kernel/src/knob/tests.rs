@@ -431,5 +431,36 @@ fn haltpoll_knobs_without_the_haltpoll_driver_get_a_note() {
         "/sys/devices/system/cpu/cpuidle/current_driver",
         "haltpoll\n",
     );
+    // Under the haltpoll driver the note says the windows restart, when the governor is
+    // haltpoll (the fake tree's governor starts as menu).
     assert!(effect_notes(&Root::new(d.path()), &set).is_empty());
+    put(
+        d.path(),
+        "/sys/devices/system/cpu/cpuidle/current_governor",
+        "haltpoll\n",
+    );
+    let notes = effect_notes(&Root::new(d.path()), &set);
+    assert!(
+        notes[0].contains("restart every CPU's adaptive poll window"),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn haltpoll_writes_and_restores_leave_the_governor_haltpoll() {
+    let d = big_tree();
+    let r = d.path();
+    let gov = "/sys/devices/system/cpu/cpuidle/current_governor";
+    put(r, gov, "haltpoll\n");
+    let jdir = tempfile::tempdir().unwrap();
+    let mut t = Transaction::begin_in(&Root::new(r), jdir.path()).unwrap();
+    t.apply(&["haltpoll.guest_halt_poll_ns=100us".to_string()])
+        .unwrap();
+    assert_eq!(get(r, gov), "haltpoll");
+    t.restore().unwrap();
+    assert_eq!(get(r, gov), "haltpoll");
+    assert_eq!(
+        get(r, "/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
+        "200000"
+    );
 }

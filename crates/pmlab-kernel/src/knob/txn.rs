@@ -3,7 +3,7 @@
 //! everything goes back on `restore`, on drop (errors, panics) and on signals.
 
 use super::journal::{self, DirLock, Entry, Journal, OnDisk};
-use super::{file, plan, signal, Access, KnobError, Plan};
+use super::{file, haltpoll, plan, signal, Access, KnobError, Plan};
 use crate::Root;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,6 +76,22 @@ impl Transaction {
                         rollback,
                     });
                 }
+            }
+        }
+        // Even an unchanged value restarts them: the windows are part of what it sets.
+        let haltpoll = plans
+            .iter()
+            .find_map(|p| haltpoll::param_root(&p.target.path).map(|r| (p, r)));
+        if let Some((p, root)) = haltpoll {
+            let _g = signal::engine_lock();
+            if let Err(e) = haltpoll::restart_windows(&root) {
+                return Err(KnobError::Write {
+                    knob: p.target.knob.clone(),
+                    step: "restarting haltpoll's per-CPU poll windows (cpuidle governor away and back)"
+                        .into(),
+                    reason: file::describe(&e),
+                    rollback: rollback(&written),
+                });
             }
         }
         Ok(())
