@@ -384,33 +384,22 @@ fn analyze_reads_a_counters_sidecar() {
 
 const HALTPOLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
-/// Puts haltpoll's poll limit back on drop.
-struct PollGuard(String);
-impl PollGuard {
-    fn set(ns: u64) -> PollGuard {
-        let orig = std::fs::read_to_string(HALTPOLL_NS).expect("haltpoll parameter");
-        std::fs::write(HALTPOLL_NS, ns.to_string()).expect("write guest_halt_poll_ns");
-        PollGuard(orig.trim().to_string())
-    }
-}
-impl Drop for PollGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::write(HALTPOLL_NS, &self.0);
-    }
-}
-
 /// Record the pipe workload on CPUs 0,1 and analyze idle and wakeups on CPU 0.
-fn record_pipe(dir: &Path, name: &str) -> Value {
+/// haltpoll's limit (ns) is set by the traced pmlab, which restarts the per-CPU windows.
+fn record_pipe(dir: &Path, name: &str, poll_ns: u64) -> Value {
     let out = dir.join(name);
     let exe = assert_cmd::cargo::cargo_bin("pmlab");
-    pmlab()
-        .args(["record", "-o"])
+    let mut cmd = pmlab();
+    cmd.args(["record", "-o"])
         .arg(&out)
         .arg("--")
         .arg(&exe)
-        .args(["run", "pipe", "--loops", "20000", "--cpus", "0,1"])
-        .assert()
-        .success();
+        .args(["run", "pipe", "--loops", "20000", "--cpus", "0,1"]);
+    if Path::new(HALTPOLL_NS).exists() {
+        cmd.arg("--set")
+            .arg(format!("haltpoll.guest_halt_poll_ns={poll_ns}"));
+    }
+    cmd.assert().success();
     json(&[
         out.to_str().unwrap(),
         "--only",
@@ -450,10 +439,7 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
     let dir = tempfile::tempdir().unwrap();
     let driver = cpuidle_driver();
     // polling off
-    let off = {
-        let _g = Path::new(HALTPOLL_NS).exists().then(|| PollGuard::set(0));
-        record_pipe(dir.path(), "off.dat")
-    };
+    let off = record_pipe(dir.path(), "off.dat", 0);
     let (n, remote, off_polling) = cpu0_shares(&off);
     eprintln!(
         "polling off: CPU0 {n} idle exits, {:.1}% remote-wakeup IPIs, {:.1}% polling",
@@ -513,12 +499,7 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
         );
     }
     // polling at 200 µs
-    let on = {
-        let _g = Path::new(HALTPOLL_NS)
-            .exists()
-            .then(|| PollGuard::set(200_000));
-        record_pipe(dir.path(), "on.dat")
-    };
+    let on = record_pipe(dir.path(), "on.dat", 200_000);
     let (n, remote, polling) = cpu0_shares(&on);
     eprintln!(
         "polling 200us (driver {driver}): CPU0 {n} idle exits, {:.1}% remote IPIs, {:.1}% polling",
@@ -527,10 +508,10 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
     );
     let notes = on["haltpoll"].to_string();
     if driver == "haltpoll" {
-        // Polling off, the analysis must find no polling wakeups. At 200 µs the traced share
-        // on a 6.18 haltpoll boot varied from 1.5% to 49% between runs (the governor's
-        // adaptive window under tracing; untraced pipe ran 6 against 50 µs/op), so only
-        // the direction is asserted here.
+        // Polling off, the analysis must find no polling wakeups; at 200 µs most of CPU0's
+        // wakeups need no IPI (the fixture recorded on another haltpoll guest: about 98%;
+        // here 96-99.8% once pmlab restarts the windows with the limit, and 1.5-49% when the
+        // limit was written behind the governor's back).
         assert!(
             off_polling < 0.05,
             "polling off, yet {:.1}% of CPU0's wakeups needed no IPI",
@@ -538,8 +519,8 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
         );
         if n >= MIN_EXITS {
             assert!(
-                polling >= off_polling,
-                "polling at 200 µs found fewer wakeups without IPI ({:.1}%) than off ({:.1}%)",
+                polling > 0.5,
+                "polling at 200 µs: only {:.1}% of CPU0's wakeups needed no IPI (off {:.1}%)",
                 polling * 100.0,
                 off_polling * 100.0
             );
