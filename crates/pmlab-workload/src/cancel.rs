@@ -2,7 +2,7 @@
 //! wakes waiters through a self-pipe and SIGKILLs the process groups of running workers.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -16,21 +16,18 @@ pub fn init() -> io::Result<()> {
     if PIPE_READ.load(Ordering::Acquire) >= 0 {
         return Ok(());
     }
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    use rustix::pipe::{pipe_with, PipeFlags};
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+    // The pipe lives as long as the process (a signal handler may use it at any time).
     if PIPE_READ
-        .compare_exchange(-1, fds[0], Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(-1, r.as_raw_fd(), Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
         return Ok(());
     }
-    PIPE_WRITE.store(fds[1], Ordering::Release);
+    let _ = r.into_raw_fd();
+    PIPE_WRITE.store(w.into_raw_fd(), Ordering::Release);
     Ok(())
 }
 
@@ -40,13 +37,13 @@ pub fn request() {
     for slot in &GROUPS {
         let pgid = slot.load(Ordering::SeqCst);
         if pgid > 0 {
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            kill_group(pgid);
         }
     }
     let fd = PIPE_WRITE.load(Ordering::SeqCst);
     if fd >= 0 {
-        let b = 1u8;
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
+        // SAFETY: the self-pipe's fds are never closed once published.
+        let _ = rustix::io::write(unsafe { BorrowedFd::borrow_raw(fd) }, &[1u8]);
     }
 }
 
@@ -61,7 +58,9 @@ pub fn reset() {
     let fd = PIPE_READ.load(Ordering::SeqCst);
     if fd >= 0 {
         let mut buf = [0u8; 64];
-        while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        // SAFETY: as in `request`.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        while rustix::io::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
     }
 }
 
@@ -80,7 +79,7 @@ pub(crate) fn register_group(pgid: i32) -> Option<Registration> {
             .is_ok()
         {
             if REQUESTED.load(Ordering::SeqCst) {
-                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                kill_group(pgid);
             }
             return Some(Registration(i));
         }
@@ -91,5 +90,12 @@ pub(crate) fn register_group(pgid: i32) -> Option<Registration> {
 impl Drop for Registration {
     fn drop(&mut self) {
         GROUPS[self.0].store(0, Ordering::SeqCst);
+    }
+}
+
+/// SIGKILL process group `pgid` (> 0); async-signal-safe, errors ignored (it may be gone).
+pub(crate) fn kill_group(pgid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }

@@ -1,8 +1,20 @@
 //! Forked worker processes in one process group, killed and reaped on every exit path:
 //! the group is SIGKILLed on drop and on cancellation, and each child has PR_SET_PDEATHSIG.
+//! fork, `_exit` and signal dispositions stay libc calls: rustix has no stable API for them.
 
 use crate::cancel;
+use rustix::process::{Pid, WaitOptions, WaitStatus};
 use std::io;
+
+/// In a child after fork: die with the parent (PR_SET_PDEATHSIG), and now if it is already
+/// gone. Async-signal-safe.
+pub(crate) fn die_with(parent: Pid) {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    if rustix::process::getppid() != Some(parent) {
+        // SAFETY: _exit is async-signal-safe and ends the child at once.
+        unsafe { libc::_exit(1) };
+    }
+}
 
 pub(crate) struct ChildGroup {
     pgid: i32,
@@ -27,24 +39,15 @@ impl ChildGroup {
     /// `body` runs in a forked copy of a possibly multi-threaded process: it must only make
     /// async-signal-safe calls (raw syscalls), never allocate, lock, print or panic.
     pub(crate) unsafe fn fork<F: FnOnce() -> i32>(&mut self, body: F) -> io::Result<i32> {
-        let parent = libc::getpid();
+        let parent = rustix::process::getpid();
         let pgid = self.pgid;
         let pid = libc::fork();
         if pid < 0 {
             return Err(io::Error::last_os_error());
         }
         if pid == 0 {
-            libc::setpgid(0, pgid);
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
+            let _ = rustix::process::setpgid(None, Pid::from_raw(pgid));
+            die_with(parent);
             for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
                 libc::signal(sig, libc::SIG_DFL);
             }
@@ -52,7 +55,10 @@ impl ChildGroup {
             libc::_exit(code);
         }
         // Also from the parent, so the group exists before we register or kill it.
-        libc::setpgid(pid, if pgid == 0 { pid } else { pgid });
+        let _ = rustix::process::setpgid(
+            Pid::from_raw(pid),
+            Pid::from_raw(pgid).or(Pid::from_raw(pid)),
+        );
         if self.pgid == 0 {
             self.pgid = pid;
             self.registration = cancel::register_group(pid);
@@ -86,7 +92,7 @@ impl ChildGroup {
     /// SIGKILL the whole group (safe to repeat).
     pub(crate) fn kill(&self) {
         if self.pgid > 0 && self.reaped.iter().any(|r| !r) {
-            unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+            cancel::kill_group(self.pgid);
         }
     }
 }
@@ -104,70 +110,59 @@ impl Drop for ChildGroup {
     }
 }
 
-pub(crate) fn wait_pid(pid: i32) -> io::Result<i32> {
-    let mut status = 0;
+pub(crate) fn wait_pid(pid: i32) -> io::Result<WaitStatus> {
+    let pid = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     loop {
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(status);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(status),
+            Ok(None) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// `None` for exit status 0, else a description ("exited with status 3", "killed by signal 9").
-pub(crate) fn describe_failure(status: i32) -> Option<String> {
-    if libc::WIFEXITED(status) {
-        match libc::WEXITSTATUS(status) {
-            0 => None,
-            c => Some(format!("exited with status {c}")),
-        }
-    } else if libc::WIFSIGNALED(status) {
-        Some(format!("killed by signal {}", libc::WTERMSIG(status)))
-    } else {
-        Some(format!("ended with wait status {status:#x}"))
+pub(crate) fn describe_failure(status: WaitStatus) -> Option<String> {
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(0), _) => None,
+        (Some(c), _) => Some(format!("exited with status {c}")),
+        (None, Some(sig)) => Some(format!("killed by signal {sig}")),
+        (None, None) => Some(format!("ended with wait status {:#x}", status.as_raw())),
     }
 }
 
-/// Async-signal-safe helpers for forked children.
+/// Async-signal-safe helpers for forked children (rustix's raw syscalls, no allocation).
 pub(crate) mod raw {
+    use rustix::io::Errno;
+    use std::os::fd::BorrowedFd;
+
     /// Read exactly `buf.len()` bytes; false on error or EOF.
-    pub(crate) fn read_full(fd: i32, buf: &mut [u8]) -> bool {
+    pub(crate) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
         let mut done = 0;
         while done < buf.len() {
-            let r = unsafe { libc::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
-            if r > 0 {
-                done += r as usize;
-            } else if r < 0 && errno() == libc::EINTR {
-                continue;
-            } else {
-                return false;
+            match rustix::io::read(fd, &mut buf[done..]) {
+                Ok(0) => return false,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => continue,
+                Err(_) => return false,
             }
         }
         true
     }
 
     /// Write all of `buf`; false on error.
-    pub(crate) fn write_full(fd: i32, buf: &[u8]) -> bool {
+    pub(crate) fn write_full(fd: BorrowedFd<'_>, buf: &[u8]) -> bool {
         let mut done = 0;
         while done < buf.len() {
-            let r = unsafe { libc::write(fd, buf[done..].as_ptr().cast(), buf.len() - done) };
-            if r > 0 {
-                done += r as usize;
-            } else if r < 0 && errno() == libc::EINTR {
-                continue;
-            } else {
-                return false;
+            match rustix::io::write(fd, &buf[done..]) {
+                Ok(0) => return false,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => continue,
+                Err(_) => return false,
             }
         }
         true
-    }
-
-    pub(crate) fn errno() -> i32 {
-        unsafe { *libc::__errno_location() }
     }
 }
 
@@ -182,7 +177,7 @@ mod tests {
             g.fork(|| 0).unwrap();
             g.fork(|| 3).unwrap();
             g.fork(|| {
-                libc::pause();
+                rustix::event::pause();
                 0
             })
             .unwrap();
@@ -198,15 +193,14 @@ mod tests {
             let mut g = ChildGroup::new();
             pid = unsafe {
                 g.fork(|| {
-                    libc::pause();
+                    rustix::event::pause();
                     0
                 })
                 .unwrap()
             };
         }
-        assert_eq!(
-            unsafe { libc::kill(pid, 0) },
-            -1,
+        assert!(
+            rustix::process::test_kill_process(Pid::from_raw(pid).unwrap()).is_err(),
             "child {pid} survived its group's drop"
         );
     }

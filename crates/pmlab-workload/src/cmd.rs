@@ -50,7 +50,7 @@ struct Running {
 
 impl Running {
     fn kill_group(&self) {
-        unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+        cancel::kill_group(self.pgid);
     }
 }
 
@@ -162,20 +162,11 @@ pub(crate) fn run(
     if let Some((uid, gid)) = invoking_user(*as_root)? {
         command.uid(uid).gid(gid);
     }
-    let parent = unsafe { libc::getpid() };
+    let parent = rustix::process::getpid();
     // SAFETY: runs between fork and exec; only raw syscalls.
     unsafe {
         command.pre_exec(move || {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
+            crate::children::die_with(parent);
             Ok(())
         });
     }

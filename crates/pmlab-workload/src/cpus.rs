@@ -1,5 +1,6 @@
 //! CPUs this process may use, and pinning the calling thread.
 
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 use std::io;
 
 pub use pmlab_kernel::cpulist::{format_cpu_list, parse_cpu_list};
@@ -7,41 +8,30 @@ pub use pmlab_kernel::cpulist::{format_cpu_list, parse_cpu_list};
 /// CPUs this process may run on (online and in its affinity mask), sorted.
 pub fn allowed_cpus() -> io::Result<Vec<u32>> {
     let set = get_affinity()?;
-    Ok((0..libc::CPU_SETSIZE as u32)
-        .filter(|c| unsafe { libc::CPU_ISSET(*c as usize, &set) })
+    Ok((0..CpuSet::MAX_CPU as u32)
+        .filter(|c| set.is_set(*c as usize))
         .collect())
 }
 
 /// The calling thread's affinity mask.
-pub(crate) fn get_affinity() -> io::Result<libc::cpu_set_t> {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(set)
-    }
+pub(crate) fn get_affinity() -> io::Result<CpuSet> {
+    Ok(sched_getaffinity(None)?)
 }
 
 /// Set the calling thread's affinity mask.
-pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+pub(crate) fn set_affinity(set: &CpuSet) -> io::Result<()> {
+    Ok(sched_setaffinity(None, set)?)
 }
 
 /// Pin the calling thread to one CPU. Async-signal-safe (usable after fork).
 pub(crate) fn pin_to(cpu: u32) -> io::Result<()> {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        set_affinity(&set)
-    }
+    let mut set = CpuSet::new();
+    set.set(cpu as usize);
+    set_affinity(&set)
 }
 
 /// Restores the calling thread's affinity when dropped.
-pub(crate) struct AffinityGuard(libc::cpu_set_t);
+pub(crate) struct AffinityGuard(CpuSet);
 
 impl AffinityGuard {
     pub(crate) fn save() -> io::Result<Self> {

@@ -3,6 +3,7 @@
 
 use crate::{cancel, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::time::Instant;
 
 pub(crate) const PRIMARY: &str = "idle_s";
@@ -10,29 +11,23 @@ pub(crate) const PRIMARY: &str = "idle_s";
 /// Block until `deadline` elapses or cancellation is requested; true when cancelled.
 fn wait(duration: Nanos) -> Result<bool, WorkloadError> {
     let t0 = Instant::now();
-    let mut pfd = libc::pollfd {
-        fd: cancel::wait_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    // SAFETY: the cancellation pipe is never closed once created.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(cancel::wait_fd()) };
+    let mut pfd = [PollFd::new(&fd, PollFlags::IN)];
     loop {
         let left = duration.0.saturating_sub(t0.elapsed().as_nanos() as u64);
         if left == 0 {
             return Ok(false);
         }
-        let ts = libc::timespec {
-            tv_sec: (left / 1_000_000_000) as libc::time_t,
-            tv_nsec: (left % 1_000_000_000) as libc::c_long,
+        let ts = Timespec {
+            tv_sec: (left / 1_000_000_000) as i64,
+            tv_nsec: (left % 1_000_000_000) as i64,
         };
-        let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        if r > 0 || cancel::is_requested() {
-            return Ok(true);
-        }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(WorkloadError::io("ppoll", e));
-            }
+        match poll(&mut pfd, Some(&ts)) {
+            Ok(n) if n > 0 => return Ok(true),
+            _ if cancel::is_requested() => return Ok(true),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(WorkloadError::io("ppoll", e.into())),
         }
     }
 }

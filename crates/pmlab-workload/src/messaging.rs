@@ -6,7 +6,7 @@
 use crate::children::{raw, ChildGroup};
 use crate::{cancel, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,52 +16,38 @@ const FDS_PER_GROUP: usize = 20;
 const DATASIZE: usize = 100;
 
 fn fd_pair(use_pipes: bool) -> Result<(OwnedFd, OwnedFd), WorkloadError> {
-    let mut fds = [0; 2];
-    let r = unsafe {
-        if use_pipes {
-            libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC)
-        } else {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        }
-    };
-    if r != 0 {
-        return Err(WorkloadError::last_os(if use_pipes {
-            "pipe"
-        } else {
-            "socketpair"
-        }));
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    if use_pipes {
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| WorkloadError::io("pipe", e.into()))
+    } else {
+        socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| WorkloadError::io("socketpair", e.into()))
     }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Tell the parent we are ready, then block until the go byte (or hang-up) arrives.
-fn ready(ready_out: i32, wake_in: i32) -> bool {
+fn ready(ready_out: BorrowedFd<'_>, wake_in: BorrowedFd<'_>) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
     if !raw::write_full(ready_out, &[0u8]) {
         return false;
     }
-    let mut pfd = libc::pollfd {
-        fd: wake_in,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = [PollFd::new(&wake_in, PollFlags::IN)];
     loop {
-        let r = unsafe { libc::poll(&mut pfd, 1, -1) };
-        if r == 1 {
-            return true;
+        match poll(&mut pfd, None) {
+            Ok(1) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            _ => return false,
         }
-        if r < 0 && raw::errno() == libc::EINTR {
-            continue;
-        }
-        return false;
     }
 }
 
-fn sender(loops: u64, out_fds: &[i32], check_cancel: bool) -> bool {
+fn sender(loops: u64, out_fds: &[BorrowedFd<'_>], check_cancel: bool) -> bool {
     let data = [0u8; DATASIZE];
     for _ in 0..loops {
         for &fd in out_fds {
@@ -76,7 +62,7 @@ fn sender(loops: u64, out_fds: &[i32], check_cancel: bool) -> bool {
     true
 }
 
-fn receiver(packets: u64, in_fd: i32, check_cancel: bool) -> bool {
+fn receiver(packets: u64, in_fd: BorrowedFd<'_>, check_cancel: bool) -> bool {
     let mut data = [0u8; DATASIZE];
     for _ in 0..packets {
         if check_cancel && cancel::is_requested() {
@@ -91,12 +77,11 @@ fn receiver(packets: u64, in_fd: i32, check_cancel: bool) -> bool {
 
 /// Raise the soft open-files limit to the hard one (thread mode holds every fd at once).
 fn raise_nofile_limit() {
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
     }
 }
 
@@ -134,7 +119,7 @@ pub(crate) fn run(
 
 fn wait_ready(ready_in: &OwnedFd, total: usize) -> Result<(), WorkloadError> {
     let mut buf = vec![0u8; total];
-    if !raw::read_full(ready_in.as_raw_fd(), &mut buf) {
+    if !raw::read_full(ready_in.as_fd(), &mut buf) {
         if cancel::is_requested() {
             return Err(WorkloadError::Cancelled);
         }
@@ -159,17 +144,17 @@ fn run_processes(
     probe: &mut dyn Probe,
 ) -> Result<std::time::Duration, WorkloadError> {
     let mut children = ChildGroup::new();
-    let (ro, wi) = (ready_out.as_raw_fd(), wake_in.as_raw_fd());
+    let (ro, wi) = (ready_out.as_fd(), wake_in.as_fd());
     for _ in 0..groups {
         let mut out_fds: Vec<OwnedFd> = Vec::with_capacity(FDS_PER_GROUP);
         for _ in 0..FDS_PER_GROUP {
             let (rd, wr) = fd_pair(use_pipes)?;
-            let (rd_raw, wr_raw) = (rd.as_raw_fd(), wr.as_raw_fd());
+            let (rd_fd, wr_raw) = (rd.as_fd(), wr.as_raw_fd());
             // SAFETY: the child only makes raw syscalls.
             unsafe {
                 children.fork(move || {
-                    libc::close(wr_raw);
-                    if !ready(ro, wi) || !receiver(packets, rd_raw, false) {
+                    rustix::io::close(wr_raw);
+                    if !ready(ro, wi) || !receiver(packets, rd_fd, false) {
                         return 1;
                     }
                     0
@@ -179,7 +164,7 @@ fn run_processes(
             drop(rd);
             out_fds.push(wr);
         }
-        let raw_out: Vec<i32> = out_fds.iter().map(|f| f.as_raw_fd()).collect();
+        let raw_out: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
         for _ in 0..FDS_PER_GROUP {
             let fds = raw_out.as_slice();
             // SAFETY: the child only makes raw syscalls and reads memory allocated before the fork.
@@ -200,7 +185,7 @@ fn run_processes(
 
     probe.before().map_err(WorkloadError::Probe)?;
     let t0 = Instant::now();
-    if !raw::write_full(wake_out.as_raw_fd(), &[0u8]) {
+    if !raw::write_full(wake_out.as_fd(), &[0u8]) {
         return Err(WorkloadError::last_os("messaging: writing the go byte"));
     }
     let reaped = children.wait_all();
@@ -250,11 +235,10 @@ fn run_threads(
                     handles.push(spawn(
                         "pmlab-msg-rx",
                         Box::new(move || {
-                            if !ready(ro.as_raw_fd(), wi.as_raw_fd()) || !go.load(Ordering::Acquire)
-                            {
+                            if !ready(ro.as_fd(), wi.as_fd()) || !go.load(Ordering::Acquire) {
                                 return false;
                             }
-                            receiver(packets, rd.as_raw_fd(), true)
+                            receiver(packets, rd.as_fd(), true)
                         }),
                     )?);
                 }
@@ -269,9 +253,8 @@ fn run_threads(
                     handles.push(spawn(
                         "pmlab-msg-tx",
                         Box::new(move || {
-                            let fds: Vec<i32> = out.iter().map(|f| f.as_raw_fd()).collect();
-                            if !ready(ro.as_raw_fd(), wi.as_raw_fd()) || !go.load(Ordering::Acquire)
-                            {
+                            let fds: Vec<BorrowedFd<'_>> = out.iter().map(|f| f.as_fd()).collect();
+                            if !ready(ro.as_fd(), wi.as_fd()) || !go.load(Ordering::Acquire) {
                                 return false;
                             }
                             sender(loops, &fds, true)
@@ -302,7 +285,7 @@ fn run_threads(
     probe.before().map_err(WorkloadError::Probe)?;
     let t0 = Instant::now();
     go.store(true, Ordering::Release);
-    if !raw::write_full(wake_out.as_raw_fd(), &[0u8]) {
+    if !raw::write_full(wake_out.as_fd(), &[0u8]) {
         let e = WorkloadError::last_os("messaging: writing the go byte");
         go.store(false, Ordering::Release);
         drop(wake_out);

@@ -9,25 +9,22 @@ use crate::children::{raw, ChildGroup};
 use crate::cpus::{pin_to, AffinityGuard};
 use crate::{cancel, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 pub(crate) const PRIMARY: &str = "us_per_op";
 
 pub(crate) fn pipe_pair() -> Result<(OwnedFd, OwnedFd), WorkloadError> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(WorkloadError::last_os("pipe"));
-    }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| WorkloadError::io("pipe", e.into()))
 }
 
 /// One side's loop. The initiator writes then reads; the responder reads then writes.
 fn side_loop(
     loops: u64,
     initiator: bool,
-    read_fd: i32,
-    write_fd: i32,
+    read_fd: BorrowedFd<'_>,
+    write_fd: BorrowedFd<'_>,
     check_cancel: bool,
 ) -> Result<(), &'static str> {
     let mut m = [0u8; 4];
@@ -75,7 +72,7 @@ pub(crate) fn run(
                 if let Some(c) = cpu_responder {
                     pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
                 }
-                let r = side_loop(loops, false, r1.as_raw_fd(), w2.as_raw_fd(), true);
+                let r = side_loop(loops, false, r1.as_fd(), w2.as_fd(), true);
                 drop((r1, w2));
                 r.map_err(String::from)
             })
@@ -86,7 +83,7 @@ pub(crate) fn run(
                 if let Some(c) = cpu_initiator {
                     pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
                 }
-                let r = side_loop(loops, true, r2.as_raw_fd(), w1.as_raw_fd(), true);
+                let r = side_loop(loops, true, r2.as_fd(), w1.as_fd(), true);
                 drop((r2, w1));
                 r.map_err(String::from)
             })
@@ -103,17 +100,13 @@ pub(crate) fn run(
         a.and(b).map_err(WorkloadError::Worker)?;
     } else {
         let mut group = ChildGroup::new();
-        let (rr, rw, ir, iw) = (
-            r1.as_raw_fd(),
-            w2.as_raw_fd(),
-            r2.as_raw_fd(),
-            w1.as_raw_fd(),
-        );
+        let (rr, rw, ir, iw) = (r1.as_fd(), w2.as_fd(), r2.as_raw_fd(), w1.as_raw_fd());
         // SAFETY: the child only makes raw syscalls on fds and data prepared before the fork.
         unsafe {
             group.fork(move || {
-                libc::close(ir);
-                libc::close(iw);
+                // The child's copies of the initiator's ends.
+                rustix::io::close(ir);
+                rustix::io::close(iw);
                 if let Some(c) = cpu_responder {
                     if pin_to(c).is_err() {
                         return 2;
@@ -133,7 +126,7 @@ pub(crate) fn run(
             if let Some(c) = cpu_initiator {
                 pin_to(c).map_err(|e| WorkloadError::io(format!("pinning to CPU {c}"), e))?;
             }
-            side_loop(loops, true, ir, iw, true)
+            side_loop(loops, true, r2.as_fd(), w1.as_fd(), true)
         };
         drop((r2, w1));
         if cancel::is_requested() {

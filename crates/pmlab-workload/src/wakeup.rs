@@ -31,32 +31,20 @@ fn now_ns() -> u64 {
 }
 
 fn sleep_until(ns: u64) -> Result<(), String> {
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    use rustix::thread::{clock_nanosleep_absolute, ClockId};
+    let ts = rustix::time::Timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
     };
     loop {
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        match r {
-            0 => return Ok(()),
-            libc::EINTR => {
+        match clock_nanosleep_absolute(ClockId::Monotonic, &ts) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => {
                 if cancel::is_requested() {
                     return Err("interrupted".into());
                 }
             }
-            e => {
-                return Err(format!(
-                    "clock_nanosleep: {}",
-                    std::io::Error::from_raw_os_error(e)
-                ))
-            }
+            Err(e) => return Err(format!("clock_nanosleep: {}", std::io::Error::from(e))),
         }
     }
 }
