@@ -129,29 +129,17 @@ pub fn tracefs_dir(root: &Root) -> Result<PathBuf, TracefsError> {
 }
 
 fn mount_tracefs(dir: &Path) -> Result<(), TracefsError> {
-    use std::ffi::CString;
-    let err = |source| TracefsError::Mount {
+    rustix::mount::mount(
+        "nodev",
+        dir,
+        "tracefs",
+        rustix::mount::MountFlags::empty(),
+        None,
+    )
+    .map_err(|e| TracefsError::Mount {
         path: dir.to_path_buf(),
-        source,
-    };
-    let target =
-        CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| err(io::Error::other(e)))?;
-    let src = c"nodev";
-    let fstype = c"tracefs";
-    // SAFETY: all pointers are valid NUL-terminated strings; data may be null.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(err(io::Error::last_os_error()));
-    }
-    Ok(())
+        source: e.into(),
+    })
 }
 
 /// Write `value` to a tracefs file in one `write` call (tracefs parses each write whole).

@@ -179,7 +179,7 @@ impl Lab {
 
     /// Knobs for an executor: the journaled transaction as root, else none (with the reason).
     pub fn knobs(&self) -> Box<dyn Knobs> {
-        if unsafe { libc::geteuid() } == 0 {
+        if pmlab_kernel::sysinfo::item::is_root() {
             Box::new(TransactionKnobs::new(self.root.clone()))
         } else {
             Box::new(NoKnobs {

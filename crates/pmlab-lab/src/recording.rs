@@ -165,7 +165,7 @@ impl Lab {
                     interrupted.get_or_insert(sig);
                     match child_pid.filter(|_| child_running) {
                         Some(pid) => {
-                            unsafe { libc::kill(pid, sig) };
+                            send(pid, sig);
                             kill_deadline.get_or_insert(Instant::now() + Duration::from_secs(5));
                         }
                         None => break,
@@ -175,11 +175,11 @@ impl Lab {
                     // duration over (first) or the command ignored SIGTERM for 5 s (then)
                     Some(pid) if kill_deadline.is_none() => {
                         duration_over = true;
-                        unsafe { libc::kill(pid, libc::SIGTERM) };
+                        send(pid, libc::SIGTERM);
                         kill_deadline = Some(Instant::now() + Duration::from_secs(5));
                     }
                     Some(pid) => {
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                        send(pid, libc::SIGKILL);
                         child_running = false;
                         kill_deadline = None;
                         // the wait thread still reports the exit
@@ -220,5 +220,13 @@ impl Lab {
             status,
             duration_over,
         })
+    }
+}
+
+/// Send signal `sig` to process `pid` (errors ignored: it may have just exited).
+fn send(pid: i32, sig: i32) {
+    use rustix::process::{kill_process, Pid, Signal};
+    if let (Some(pid), Some(sig)) = (Pid::from_raw(pid), Signal::from_named_raw(sig)) {
+        let _ = kill_process(pid, sig);
     }
 }

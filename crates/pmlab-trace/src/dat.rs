@@ -651,13 +651,13 @@ pub fn huge_vec<T>(cap: usize) -> Vec<T> {
         let end = (start + bytes) & !4095;
         if end > aligned {
             // SAFETY: advisory call on memory this Vec owns; failure is harmless.
-            unsafe {
-                libc::madvise(
-                    aligned as *mut libc::c_void,
+            let _ = unsafe {
+                rustix::mm::madvise(
+                    aligned as *mut std::ffi::c_void,
                     end - aligned,
-                    libc::MADV_HUGEPAGE,
-                );
-            }
+                    rustix::mm::Advice::LinuxHugepage,
+                )
+            };
         }
     }
     v

@@ -17,7 +17,7 @@ use pmlab_kernel::Root;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,13 +223,9 @@ struct ReaderControl {
 
 impl ReaderControl {
     fn new() -> io::Result<ReaderControl> {
-        // SAFETY: plain syscall; the fd is owned right away.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        use rustix::event::{eventfd, EventfdFlags};
         Ok(ReaderControl {
-            stop_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            stop_fd: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
             abort: AtomicBool::new(false),
             running: Mutex::new(0),
             all_done: Condvar::new(),
@@ -237,15 +233,7 @@ impl ReaderControl {
     }
 
     fn signal_stop(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.stop_fd.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            )
-        };
+        let _ = rustix::io::write(&self.stop_fd, &1u64.to_ne_bytes());
     }
 
     /// Stop readers without flushing and wait (bounded) until they closed their files.
@@ -713,46 +701,30 @@ fn uname() -> Option<String> {
 /// Readers run at nice -10 (when allowed): they sleep until a buffer is half full, and then
 /// must win the CPU against the traced load before the buffer overflows.
 fn raise_reader_priority() {
-    // SAFETY: plain syscalls on the calling thread.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, -10);
-    }
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), -10);
 }
 
 fn pin_current_thread(cpus: &[u32]) {
-    // SAFETY: cpu_set_t is plain data; CPU_SET stays in bounds for ids < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus
-            .iter()
-            .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
-        {
-            libc::CPU_SET(c as usize, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    use rustix::thread::CpuSet;
+    let mut set = CpuSet::new();
+    for &c in cpus.iter().filter(|&&c| (c as usize) < CpuSet::MAX_CPU) {
+        set.set(c as usize);
     }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 fn make_pipe(size: usize) -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: fds has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // Best effort: a bigger pipe moves more pages per splice.
-    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) };
+    let _ = rustix::pipe::fcntl_setpipe_size(&w, size);
     Ok((r, w))
 }
 
 fn pipe_capacity(fd: &OwnedFd) -> usize {
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
-    if n > 0 {
-        n as usize
-    } else {
-        65536
-    }
+    rustix::pipe::fcntl_getpipe_size(fd)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or(65536)
 }
 
 /// Mover of pages from one trace_pipe_raw to a file.
@@ -771,57 +743,42 @@ impl PageMover {
         if !partial {
             if let Some((r, w, cap)) = &self.pipe {
                 let len = (*cap / self.page).max(1) * self.page;
-                // SAFETY: valid fds; null offsets use the file positions.
-                let n = unsafe {
-                    libc::splice(
-                        self.trace.as_raw_fd(),
-                        std::ptr::null_mut(),
-                        w.as_raw_fd(),
-                        std::ptr::null_mut(),
-                        len,
-                        libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
-                    )
+                use rustix::io::Errno;
+                use rustix::pipe::{splice, SpliceFlags};
+                // No offsets: the file positions move.
+                let n = match splice(
+                    &self.trace,
+                    None,
+                    w,
+                    None,
+                    len,
+                    SpliceFlags::NONBLOCK | SpliceFlags::MOVE,
+                ) {
+                    Ok(n) => n,
+                    Err(Errno::AGAIN | Errno::INTR) => return Ok(false),
+                    Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+                        self.pipe = None; // no splice here: fall back to read
+                        return self.step(partial);
+                    }
+                    Err(e) => return Err(e.into()),
                 };
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    return match e.raw_os_error() {
-                        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
-                        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
-                            self.pipe = None; // no splice here: fall back to read
-                            self.step(partial)
-                        }
-                        _ => Err(e),
-                    };
-                }
                 if n == 0 {
                     return Ok(false);
                 }
-                let mut left = n as usize;
+                let mut left = n;
                 while left > 0 {
-                    let m = unsafe {
-                        libc::splice(
-                            r.as_raw_fd(),
-                            std::ptr::null_mut(),
-                            self.out.as_raw_fd(),
-                            std::ptr::null_mut(),
-                            left,
-                            libc::SPLICE_F_MOVE,
-                        )
+                    let m = match splice(r, None, &self.out, None, left, SpliceFlags::MOVE) {
+                        Ok(m) => m,
+                        Err(Errno::INTR) => continue,
+                        Err(e) => return Err(e.into()),
                     };
-                    if m < 0 {
-                        let e = io::Error::last_os_error();
-                        if e.raw_os_error() == Some(libc::EINTR) {
-                            continue;
-                        }
-                        return Err(e);
-                    }
                     if m == 0 {
                         return Err(io::Error::new(
                             io::ErrorKind::WriteZero,
                             "splice to file moved nothing",
                         ));
                     }
-                    left -= m as usize;
+                    left -= m;
                 }
                 return Ok(true);
             }
@@ -888,31 +845,23 @@ fn read_cpu(
     };
     let mut idle_backoff = Duration::from_millis(1);
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: mover.trace.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: ctl.stop_fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: fds is a valid array of two pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
+        use rustix::event::{poll, PollFd, PollFlags};
+        let (trace_flags, stopped) = {
+            let mut fds = [
+                PollFd::new(&mover.trace, PollFlags::IN),
+                PollFd::new(&ctl.stop_fd, PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
-            return Err(e);
-        }
-        if fds[1].revents != 0 || ctl.abort.load(Ordering::SeqCst) {
+            (fds[0].revents(), !fds[1].revents().is_empty())
+        };
+        if stopped || ctl.abort.load(Ordering::SeqCst) {
             break;
         }
-        if fds[0].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+        if trace_flags.intersects(PollFlags::ERR | PollFlags::NVAL) {
             return Err(io::Error::other("poll error on trace_pipe_raw"));
         }
         let mut moved = false;

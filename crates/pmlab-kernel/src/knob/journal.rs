@@ -8,7 +8,6 @@ use super::KnobError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The first line of a journal.
@@ -85,9 +84,8 @@ impl DirLock {
             .write(true)
             .open(&p)
             .map_err(|e| jerr(&p, e))?;
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(jerr(&p, std::io::Error::last_os_error()));
-        }
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| jerr(&p, std::io::Error::from(e)))?;
         Ok(DirLock { _file: f })
     }
 }

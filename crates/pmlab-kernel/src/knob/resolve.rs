@@ -179,10 +179,15 @@ pub fn ensure_debugfs(root: &Root) {
     if !crate::sysinfo::item::is_root() {
         return;
     }
-    let c = |s: &str| std::ffi::CString::new(s).unwrap();
-    let (src, dst, fs) = (c("debugfs"), c("/sys/kernel/debug"), c("debugfs"));
-    let mounted =
-        unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) } == 0;
+    use rustix::mount::{mount, MountFlags};
+    let mounted = mount(
+        "debugfs",
+        "/sys/kernel/debug",
+        "debugfs",
+        MountFlags::empty(),
+        None,
+    )
+    .is_ok();
     static UNMOUNT_AT_EXIT: std::sync::Once = std::sync::Once::new();
     if mounted {
         UNMOUNT_AT_EXIT.call_once(|| {

@@ -23,11 +23,8 @@ pub struct TracefsInfo {
 }
 
 fn writable(dir: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: valid NUL-terminated path; faccessat has no other preconditions.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+    use rustix::fs::{accessat, Access, AtFlags, CWD};
+    accessat(CWD, dir, Access::WRITE_OK, AtFlags::EACCESS).is_ok()
 }
 
 pub fn read(root: &Root) -> TracefsInfo {
