@@ -33,6 +33,17 @@ haltpoll_set() {
         exit 1
     fi
     echo "$1" > "$HALTPOLL_NS"
+    # Restart every CPU's adaptive window, as pmlab's knob writes do: the governor changes a
+    # window only when that CPU halts, so the previous setting's windows could go on polling.
+    local gov=/sys/devices/system/cpu/cpuidle
+    if [[ "$(cat $gov/current_governor 2>/dev/null)" == haltpoll ]]; then
+        local other
+        other=$(tr ' ' '\n' < $gov/available_governors | grep -v -x -m1 haltpoll || true)
+        if [[ -n "$other" ]]; then
+            echo "$other" > $gov/current_governor
+            echo haltpoll > $gov/current_governor
+        fi
+    fi
 }
 
 # The value of metric NAME in `pmlab run --json` output read from stdin.
