@@ -54,8 +54,32 @@ enum Command {
     Whatif(cmd::whatif::Args),
 }
 
+impl Command {
+    /// Whether the command only reads (traces, the store, the machine's state): such a
+    /// command may die of SIGPIPE when its reader goes away.
+    fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            Command::Info(_)
+                | Command::Dump(_)
+                | Command::Trace(_)
+                | Command::Export(_)
+                | Command::Analyze(_)
+                | Command::Results(_)
+                | Command::Report(_)
+                | Command::Whatif(_)
+        )
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if cli.remote.host.is_none() && cli.command.only_reads() {
+        // `pmlab analyze t.dat | head` ends quietly, as `cat` does. Commands that change the
+        // machine keep Rust's default (EPIPE is an error), so their knobs are restored first.
+        // SAFETY: resetting one signal's disposition before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // tracefs instances of pmlab processes killed by SIGKILL go with the next command.
     pmlab_kernel::tracefs::sweep_stale_quietly();
     let result = match cli.command {
