@@ -110,6 +110,9 @@ fn sample_variance(xs: &[f64]) -> f64 {
     xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() - 1) as f64
 }
 
+/// The sample median of runs (middle two averaged), not pmlab's nearest-rank percentile of
+/// latency distributions: the MAD rule's 0.6745 scale and the summaries' published median
+/// assume the textbook estimator; on a handful of runs nearest-rank would bias it low.
 fn median_of(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
