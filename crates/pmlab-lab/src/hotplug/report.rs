@@ -184,10 +184,10 @@ fn bootstrap_quantile_change(a: &[f64], b: &[f64], q: f64, rng: &mut ChaCha8Rng)
     let mut rb = vec![0.0; b.len()];
     for _ in 0..BOOTSTRAP_RESAMPLES {
         for x in ra.iter_mut() {
-            *x = a[rng.gen_range(0..a.len())];
+            *x = a[rng.random_range(0..a.len())];
         }
         for x in rb.iter_mut() {
-            *x = b[rng.gen_range(0..b.len())];
+            *x = b[rng.random_range(0..b.len())];
         }
         let base = quantile(&ra, q);
         if base > 0.0 {

@@ -62,7 +62,7 @@ fn m(name: impl Into<String>, v: f64, unit: &str, d: Direction) -> Metric {
 impl SimExecutor {
     fn noise(&mut self, sd: f64) -> f64 {
         // Sum of uniforms: close enough to normal for a model.
-        let u: f64 = (0..6).map(|_| self.rng.gen::<f64>()).sum::<f64>() - 3.0;
+        let u: f64 = (0..6).map(|_| self.rng.random::<f64>()).sum::<f64>() - 3.0;
         u * sd / (0.5f64).sqrt()
     }
 
