@@ -109,3 +109,85 @@ fn whatif_names_missing_events_and_how_to_record_them() {
                 .and(predicate::str::contains("pmlab record")),
         );
 }
+
+/// `pmlab whatif --json` on a trace; the parsed output.
+fn whatif_json(trace: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let out = pmlab()
+        .args(["whatif", "--json", "--values", "0,50us,200us"])
+        .args(extra)
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Record the pipe workload here with haltpoll's limit set by the traced pmlab.
+fn record_pipe_here(dir: &std::path::Path, name: &str, poll: &str) -> std::path::PathBuf {
+    let out = dir.join(name);
+    pmlab()
+        .args(["record", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args(["run", "pipe", "--loops", "20000", "--cpus", "0,1", "--set"])
+        .arg(format!("haltpoll.guest_halt_poll_ns={poll}"))
+        .assert()
+        .success();
+    out
+}
+
+/// On this machine: record the pipe with polling off, predict polling from it, and (where
+/// the haltpoll driver lets polling be switched on) set the prediction beside a real
+/// recording with polling at 200 µs.
+#[test]
+fn whatif_on_a_recording_made_here() {
+    let haltpoll = std::path::Path::new("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+    if !crate::util::is_root() || !haltpoll.exists() {
+        eprintln!("skipped: needs root and haltpoll's parameters (the fixture tests above cover the replay)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let off = record_pipe_here(dir.path(), "off.dat", "0");
+    let v = whatif_json(&off, &[]);
+    let vals = v["values"].as_array().unwrap();
+    assert_eq!(vals[0]["caught"], 0, "nothing is caught without polling");
+    let caught: Vec<u64> = vals.iter().map(|x| x["caught"].as_u64().unwrap()).collect();
+    assert!(caught[1] > 0 && caught[2] >= caught[1], "{caught:?}");
+    let traced = v["pingpong"]["traced_us_per_op"].as_f64().unwrap();
+    let b = &vals[2]["us_per_op"];
+    let (first, causal) = (
+        b["first_order"].as_f64().unwrap(),
+        b["causal"].as_f64().unwrap(),
+    );
+    assert!(
+        causal <= first && first < traced,
+        "{causal} {first} {traced}"
+    );
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("a default"), "defaults named: {notes}");
+    assert!(notes.contains("cannot see"), "limits said: {notes}");
+    if crate::util::cpuidle_driver() != "haltpoll" {
+        eprintln!("skipped: the polling recording needs the haltpoll cpuidle driver");
+        return;
+    }
+    let on = record_pipe_here(dir.path(), "on.dat", "200us");
+    let cal = whatif_json(&off, &["--calibrate", on.to_str().unwrap()]);
+    let measured = whatif_json(&on, &[])["pingpong"]["traced_us_per_op"]
+        .as_f64()
+        .unwrap();
+    let c = &cal["values"].as_array().unwrap()[2]["us_per_op"];
+    eprintln!(
+        "traced µs/op: off {traced:.2}; at 200 µs predicted {causal:.2}..{first:.2} (defaults), \
+         {:.2}..{:.2} (calibrated); measured {measured:.2}",
+        c["causal"].as_f64().unwrap(),
+        c["first_order"].as_f64().unwrap()
+    );
+    // Polling must be predicted to help, and did help.
+    assert!(measured < traced, "{measured} {traced}");
+    assert!(c["first_order"].as_f64().unwrap() < traced);
+}
