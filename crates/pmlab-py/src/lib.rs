@@ -144,6 +144,17 @@ fn window(cpus: Option<Vec<i64>>, start: Option<u64>, end: Option<u64>) -> PyRes
 
 #[pymethods]
 impl Trace {
+    /// Write the trace for Perfetto (`pmlab export --perfetto`): one file, streamed, renamed
+    /// into place when complete. Returns the number of events written.
+    fn to_perfetto(&self, py: Python<'_>, path: PathBuf) -> PyResult<u64> {
+        let full = self.full(py)?;
+        py.detach(|| {
+            pmlab_trace::perfetto::export_to_path(&full, &path)
+                .map(|s| s.events_per_cpu.iter().sum())
+                .map_err(|e| py_err(&e))
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<pmlab.Trace {} ({}, {} CPUs, {} event formats)>",
@@ -392,6 +403,64 @@ fn analyze<'py>(
     Ok(d)
 }
 
+/// What idle polling would have done (`pmlab whatif --json`), as a dict. `values` are poll
+/// values: ints (ns) or strings with a unit (`"200us"`); default 0..500 µs. `calibrate`: a
+/// trace recorded with polling on, whose polls give the poll-path costs.
+#[pyfunction]
+#[pyo3(signature = (path, policy="haltpoll", values=None, reverse=false, calibrate=None))]
+fn whatif<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    policy: &str,
+    values: Option<Vec<Bound<'py, PyAny>>>,
+    reverse: bool,
+    calibrate: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use pmlab_analysis::replay::{self, Config, Policy};
+    // Everything given is checked before any trace is read.
+    let policy: Policy = policy.parse().map_err(PmlabError::new_err)?;
+    let values_ns = match values {
+        None => replay::DEFAULT_VALUES_NS.to_vec(),
+        Some(v) => v
+            .iter()
+            .map(|x| {
+                let s = x.str()?.to_string();
+                pmlab_workload::units::parse_ns(&s)
+                    .map_err(|e| PmlabError::new_err(format!("poll value {e}")))
+            })
+            .collect::<PyResult<_>>()?,
+    };
+    let json = py.detach(|| -> PyResult<String> {
+        let opts = pmlab_analysis::Options::default();
+        let calibration = match &calibrate {
+            Some(p) => {
+                let t = pmlab_trace::open_with(p, &LoadOptions::without_kallsyms())
+                    .map_err(trace_err)?;
+                let input = replay::prepare(&t, &opts).map_err(|e| py_err(&e))?;
+                Some(input.own_calibration.from_other(&p.display().to_string()))
+            }
+            None => None,
+        };
+        let (haltpoll, note) = replay::governor::machine_or_default();
+        let trace =
+            pmlab_trace::open_with(&path, &LoadOptions::without_kallsyms()).map_err(trace_err)?;
+        let cfg = Config {
+            policy,
+            values_ns,
+            haltpoll,
+            reverse,
+            pingpong: None,
+            calibration,
+        };
+        let mut report = replay::run(&trace, &opts, &cfg).map_err(|e| py_err(&e))?;
+        if policy == Policy::Haltpoll {
+            report.notes.push(note.into());
+        }
+        serde_json::to_string(&report).map_err(|e| py_err(&e))
+    })?;
+    py.import("json")?.call_method1("loads", (json,))
+}
+
 /// The result store at `db` as Arrow tables: `experiments`, `configurations`, `runs` and
 /// `metrics` (every experiment; they join on `experiment`, `configuration` and `run`).
 #[pyfunction]
@@ -440,6 +509,7 @@ fn _pmlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(results, m)?)?;
+    m.add_function(wrap_pyfunction!(whatif, m)?)?;
     m.add_class::<Trace>()?;
     m.add_class::<Table>()?;
     m.add("PmlabError", m.py().get_type::<PmlabError>())?;

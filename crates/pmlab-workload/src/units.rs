@@ -13,6 +13,19 @@ const UNITS: &[(&str, f64)] = &[
     ("h", 3600e9),
 ];
 
+/// A non-negative time in ns: a bare number of ns (`200000`) or a duration (`200us`); for
+/// poll limits and windows, where 0 is a value.
+pub fn parse_ns(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("{t:?}: must not be negative"));
+    }
+    if let Ok(n) = t.parse::<u64>() {
+        return Ok(n);
+    }
+    parse_duration(t).map(|d| d.0)
+}
+
 /// Parse `10s`, `1ms`, `200us`, `1.5ms`, `100ns`, `2m`, `1h`. A unit is required; the value must be > 0
 /// is NOT checked here (zero parses, validation refuses it with the option's name).
 pub fn parse_duration(text: &str) -> Result<Nanos, String> {

@@ -19,6 +19,41 @@ pub struct HaltpollParams {
     pub allow_shrink: bool,
 }
 
+impl HaltpollParams {
+    /// This machine's parameters (`/sys/module/haltpoll/parameters`, the kernel's default for
+    /// any unreadable one), or `None` without the haltpoll module.
+    pub fn of_machine() -> Option<HaltpollParams> {
+        let h = pmlab_kernel::sysinfo::haltpoll::read(&pmlab_kernel::Root::system())?;
+        let num = |n: &str| h.param(n)?.trim().parse::<u64>().ok();
+        let d = HaltpollParams::default();
+        Some(HaltpollParams {
+            guest_halt_poll_ns: num("guest_halt_poll_ns").unwrap_or(d.guest_halt_poll_ns),
+            grow: num("guest_halt_poll_grow").unwrap_or(d.grow),
+            shrink: num("guest_halt_poll_shrink").unwrap_or(d.shrink),
+            grow_start: num("guest_halt_poll_grow_start").unwrap_or(d.grow_start),
+            allow_shrink: h
+                .param("guest_halt_poll_allow_shrink")
+                .and_then(pmlab_kernel::knob::value::parse_bool)
+                .unwrap_or(d.allow_shrink),
+        })
+    }
+}
+
+/// The parameters a replay uses when none are given: this machine's, else the kernel's
+/// defaults; with the note that says which.
+pub fn machine_or_default() -> (HaltpollParams, &'static str) {
+    match HaltpollParams::of_machine() {
+        Some(p) => (
+            p,
+            "haltpoll parameters read from this machine's /sys/module/haltpoll/parameters",
+        ),
+        None => (
+            HaltpollParams::default(),
+            "haltpoll parameters: the kernel's defaults (no haltpoll module here)",
+        ),
+    }
+}
+
 impl Default for HaltpollParams {
     /// The kernel's defaults.
     fn default() -> Self {

@@ -69,24 +69,10 @@ pub struct Args {
 
 /// A poll value: a duration with a unit, or a bare number of ns.
 fn parse_value(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        bail!("--values {t:?}: a poll value must not be negative");
-    }
-    if let Ok(n) = t.parse::<u64>() {
-        return Ok(n);
-    }
-    pmlab_workload::units::parse_duration(t)
-        .map(|d| d.0)
-        .map_err(|e| anyhow::anyhow!("--values {t:?}: {e}"))
-}
-
-fn parse_bool(s: &str) -> Option<bool> {
-    match s.trim() {
-        "Y" | "y" | "1" | "on" | "true" => Some(true),
-        "N" | "n" | "0" | "off" | "false" => Some(false),
-        _ => None,
-    }
+    pmlab_workload::units::parse_ns(s).map_err(|e| match e.contains("negative") {
+        true => anyhow::anyhow!("--values {:?}: a poll value must not be negative", s.trim()),
+        false => anyhow::anyhow!("--values {:?}: {e}", s.trim()),
+    })
 }
 
 fn parse_params(s: &str) -> anyhow::Result<HaltpollParams> {
@@ -104,24 +90,7 @@ fn parse_params(s: &str) -> anyhow::Result<HaltpollParams> {
         grow: p[0].trim().parse().map_err(|_| bad())?,
         shrink: p[1].trim().parse().map_err(|_| bad())?,
         grow_start: parse_value(p[2])?,
-        allow_shrink: parse_bool(p[3]).ok_or_else(bad)?,
-    })
-}
-
-/// This machine's haltpoll parameters, where the module is present; notes say which.
-fn machine_params() -> Option<HaltpollParams> {
-    let h = pmlab_kernel::sysinfo::haltpoll::read(&pmlab_kernel::Root::system())?;
-    let num = |n: &str| h.param(n)?.trim().parse::<u64>().ok();
-    let d = HaltpollParams::default();
-    Some(HaltpollParams {
-        guest_halt_poll_ns: num("guest_halt_poll_ns").unwrap_or(d.guest_halt_poll_ns),
-        grow: num("guest_halt_poll_grow").unwrap_or(d.grow),
-        shrink: num("guest_halt_poll_shrink").unwrap_or(d.shrink),
-        grow_start: num("guest_halt_poll_grow_start").unwrap_or(d.grow_start),
-        allow_shrink: h
-            .param("guest_halt_poll_allow_shrink")
-            .and_then(parse_bool)
-            .unwrap_or(d.allow_shrink),
+        allow_shrink: pmlab_kernel::knob::value::parse_bool(p[3]).ok_or_else(bad)?,
     })
 }
 
@@ -153,22 +122,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => bail!("--workload-pids takes two positive PIDs: PID,PID"),
     };
     let cpus = super::analyze::parse_cpus(args.cpus.as_deref())?;
-    let mut param_note = None;
-    let haltpoll = match &args.haltpoll_params {
-        Some(s) => parse_params(s)?,
-        None => match machine_params() {
-            Some(p) => {
-                param_note = Some(
-                    "haltpoll parameters read from this machine's /sys/module/haltpoll/parameters",
-                );
-                p
-            }
-            None => {
-                param_note =
-                    Some("haltpoll parameters: the kernel's defaults (no haltpoll module here)");
-                HaltpollParams::default()
-            }
-        },
+    let (haltpoll, param_note) = match &args.haltpoll_params {
+        Some(s) => (parse_params(s)?, None),
+        None => {
+            let (p, note) = replay::governor::machine_or_default();
+            (p, Some(note))
+        }
     };
     let opts = Options {
         cpus,
