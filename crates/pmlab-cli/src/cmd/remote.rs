@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Default)]
 pub struct Args {
     /// Run on this machine over ssh ([USER@]HOST[:PORT] or a ~/.ssh/config alias; needs
-    /// key authentication and root or passwordless sudo there). info and knob for now.
+    /// key authentication and root or passwordless sudo there). info, knob and run for now.
     #[arg(short = 'H', long, global = true, value_name = "HOST")]
     pub host: Option<String>,
     /// ssh user on the --host target (default: ssh's own, from ~/.ssh/config).
@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 /// Commands that run on a --host target so far.
-pub const SUPPORTED: &[&str] = &["info", "knob"];
+pub const SUPPORTED: &[&str] = &["info", "knob", "run"];
 
 /// Run `command` (the subcommand's name) on the target with this process's own arguments
 /// less the remote options, and exit with the remote pmlab's exit code (its errors are

@@ -283,3 +283,131 @@ fn a_target_of_another_architecture_is_refused_before_pushing() {
     );
     assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
 }
+
+#[test]
+fn run_on_the_target_reports_the_same_metrics_as_here() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let names = |out: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(out).unwrap();
+        let mut n: Vec<String> = v["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    let args = ["run", "--json", "idle", "--duration", "1s"];
+    let there = stdout_of(sshd.pmlab().args(args));
+    let here = stdout_of(pmlab().args(args));
+    assert_eq!(names(&there), names(&here));
+}
+
+/// The connection drops (the local pmlab and its ssh client are SIGKILLed) while a remote
+/// run holds a knob: the remote pmlab reads EOF, stops as on SIGHUP and restores the knob
+/// with no further command.
+#[test]
+fn lost_connection_restores_the_targets_knobs_by_itself() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    const RCU: &str = "/sys/kernel/rcu_expedited";
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let Ok(before) = std::fs::read_to_string(RCU) else {
+        println!("skipped: no {RCU} here");
+        return;
+    };
+    let _guard = RestoreOnDrop(&sshd.state_dir);
+    let flipped = if before.trim() == "0" { "1" } else { "0" };
+    let mut local = sshd
+        .command()
+        .args(["run", "idle", "--duration", "60s", "--set"])
+        .arg(format!("rcu.expedited={flipped}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::fs::read_to_string(RCU).unwrap().trim() != flipped {
+        assert!(t0.elapsed() < Duration::from_secs(20), "knob never set");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The local pmlab and its ssh client: the whole process group.
+    // SAFETY: a plain signal to the group the test started.
+    assert_eq!(
+        unsafe { libc::kill(-(local.id() as i32), libc::SIGKILL) },
+        0
+    );
+    let _ = local.wait();
+    let t1 = Instant::now();
+    while std::fs::read_to_string(RCU).unwrap() != before {
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "rcu_expedited not restored on the target 10 s after the connection dropped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "restored {:.2} s after the connection dropped",
+        t1.elapsed().as_secs_f64()
+    );
+}
+
+/// The remote pmlab is SIGKILLed while it holds a knob: nothing can restore it then, and the
+/// next `-H` command (even `info`) restores the dead process's journal first and says so.
+#[test]
+fn next_command_repairs_a_killed_remote_pmlabs_journal() {
+    use std::time::{Duration, Instant};
+    const RCU: &str = "/sys/kernel/rcu_expedited";
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let Ok(before) = std::fs::read_to_string(RCU) else {
+        println!("skipped: no {RCU} here");
+        return;
+    };
+    let _guard = RestoreOnDrop(&sshd.state_dir);
+    let flipped = if before.trim() == "0" { "1" } else { "0" };
+    let mut local = sshd
+        .command()
+        .args(["run", "idle", "--duration", "60s", "--set"])
+        .arg(format!("rcu.expedited={flipped}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::fs::read_to_string(RCU).unwrap().trim() != flipped {
+        assert!(t0.elapsed() < Duration::from_secs(20), "knob never set");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The pmlab running from the target's push directory.
+    let remote: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
+            exe.starts_with(&sshd.remote_tmp).then_some(pid)
+        })
+        .collect();
+    assert_eq!(remote.len(), 1, "one remote pmlab: {remote:?}");
+    // SAFETY: a plain signal to the process found above.
+    assert_eq!(unsafe { libc::kill(remote[0], libc::SIGKILL) }, 0);
+    let _ = local.wait();
+    assert_eq!(
+        std::fs::read_to_string(RCU).unwrap().trim(),
+        flipped,
+        "left set"
+    );
+    let out = sshd.pmlab().args(["info", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(std::fs::read_to_string(RCU).unwrap(), before, "{err}");
+    assert!(err.contains("rcu.expedited"), "the repair is said: {err}");
+}

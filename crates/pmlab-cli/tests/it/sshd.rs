@@ -182,6 +182,17 @@ impl Sshd {
         c
     }
 
+    /// `pmlab -H ... -U root -K ...` as a plain `Command` (to spawn and kill).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("pmlab"));
+        c.env("PMLAB_SSH_CONFIG", &self.client_config)
+            .arg("-H")
+            .arg(self.host())
+            .args(["-U", "root", "-K"])
+            .arg(&self.key);
+        c
+    }
+
     /// `pmlab -H ... -U root -K ...`.
     pub fn pmlab(&self) -> assert_cmd::Command {
         self.pmlab_as("root")

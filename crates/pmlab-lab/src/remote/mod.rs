@@ -333,6 +333,8 @@ impl Remote {
         if self.privilege == Privilege::Sudo {
             words.extend(["sudo".into(), "-n".into()]);
         }
+        // After sudo, which resets the environment: the remote pmlab hangs up on EOF.
+        words.extend(["env".into(), format!("{HANGUP_ON_EOF}=1")]);
         words.push(shell_words::quote(&self.binary).into_owned());
         words.extend(
             args.iter()
@@ -342,12 +344,16 @@ impl Remote {
     }
 
     /// Run pmlab on the target with `args`, its stdout and stderr going to ours. Returns
-    /// the remote pmlab's exit status; a lost connection is an error.
+    /// the remote pmlab's exit status; a lost connection is an error. The remote stdin is a
+    /// pipe held open until the command ends: when this side or the connection goes away,
+    /// the remote pmlab reads EOF and stops as on SIGHUP, restoring its knobs by itself.
     pub fn run(&self, args: &[OsString]) -> Result<ExitStatus, RemoteError> {
-        let status = ssh::command(&self.target, &self.command_line(args))
-            .stdin(Stdio::null())
-            .status()
+        let mut child = ssh::command(&self.target, &self.command_line(args))
+            .stdin(Stdio::piped())
+            .spawn()
             .map_err(RemoteError::Spawn)?;
+        let _held_open = child.stdin.take();
+        let status = child.wait().map_err(RemoteError::Spawn)?;
         if status.code() == Some(255) {
             return Err(RemoteError::ConnectionLost {
                 host: self.target.host.clone(),
@@ -367,6 +373,57 @@ impl Remote {
         }
         Ok(out)
     }
+}
+
+/// Set (to 1) in the environment of a pmlab started by `-H`: it watches its stdin and takes
+/// EOF as SIGHUP (ssh gives the remote side no signal when the connection drops).
+pub const HANGUP_ON_EOF: &str = "PMLAB_HANGUP_ON_EOF";
+
+/// In a pmlab started by `-H` (see [`HANGUP_ON_EOF`]): one thread blocks reading stdin and
+/// on EOF sends this process SIGHUP, so the lab's one interrupt path stops the workload and
+/// restores the knobs. No-op otherwise.
+pub fn hang_up_on_eof() {
+    if std::env::var_os(HANGUP_ON_EOF).is_none() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("pmlab-stdin-eof".into())
+        .spawn(|| {
+            use std::io::Read;
+            let mut buf = [0u8; 256];
+            let mut stdin = std::io::stdin().lock();
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let me = rustix::process::getpid();
+            let _ = rustix::process::kill_process(me, rustix::process::Signal::HUP);
+        });
+}
+
+/// In a pmlab started by `-H`: restore the journals of dead pmlab processes on this machine
+/// first (one SIGKILLed earlier, or cut off before its restore ran), and say so on stderr;
+/// kept `knob set`s stay. No-op otherwise, and without root (nothing could be restored).
+pub fn repair_dead_journals() {
+    if std::env::var_os(HANGUP_ON_EOF).is_none() || !pmlab_kernel::sysinfo::item::is_root() {
+        return;
+    }
+    let dir = pmlab_kernel::knob::journal::state_dir();
+    if !dir.is_dir() {
+        return;
+    }
+    match pmlab_kernel::knob::journal::sweep(&dir, false) {
+        Ok(lines) => {
+            for l in lines {
+                eprintln!("pmlab: on {}: {l}", hostname());
+            }
+        }
+        Err(e) => eprintln!("pmlab: warning: repairing leftover journals: {e}"),
+    }
+}
+
+fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Copy `exe` into `dir` on the target: written under a temporary name, its hash checked
