@@ -26,14 +26,11 @@ pub struct Identity {
 }
 
 /// `uname -n`.
-fn hostname() -> String {
-    // SAFETY: uname fills the struct it is given; nodename is NUL-terminated.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return String::new();
-    }
-    let n = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
-    n.to_string_lossy().into_owned()
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 impl Identity {

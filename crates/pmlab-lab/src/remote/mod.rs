@@ -218,13 +218,10 @@ fn self_exe() -> Result<(PathBuf, String), RemoteError> {
 
 /// This machine's architecture as `uname -m` names it.
 pub fn local_arch() -> String {
-    // SAFETY: uname fills the struct it is given.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return std::env::consts::ARCH.to_string();
-    }
-    let m = unsafe { std::ffi::CStr::from_ptr(u.machine.as_ptr()) };
-    m.to_string_lossy().into_owned()
+    rustix::system::uname()
+        .machine()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The directory the binary with this hash lives in, under the target's `tmp`.
@@ -412,18 +409,11 @@ pub fn repair_dead_journals() {
     match pmlab_kernel::knob::journal::sweep(&dir, false) {
         Ok(lines) => {
             for l in lines {
-                eprintln!("pmlab: on {}: {l}", hostname());
+                eprintln!("pmlab: on {}: {l}", identity::hostname());
             }
         }
         Err(e) => eprintln!("pmlab: warning: repairing leftover journals: {e}"),
     }
-}
-
-fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Copy `exe` into `dir` on the target: written under a temporary name, its hash checked
