@@ -306,24 +306,19 @@ fn run_on_the_target_reports_the_same_metrics_as_here() {
     assert_eq!(names(&there), names(&here));
 }
 
-/// The connection drops (the local pmlab and its ssh client are SIGKILLed) while a remote
-/// run holds a knob: the remote pmlab reads EOF, stops as on SIGHUP and restores the knob
-/// with no further command.
-#[test]
-fn lost_connection_restores_the_targets_knobs_by_itself() {
+const RCU: &str = "/sys/kernel/rcu_expedited";
+
+/// Start `-H ... run idle --duration 60s --set rcu.expedited=FLIPPED` (in its own process
+/// group) and return once the knob reads flipped on the target; (child, value found).
+fn remote_run_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, String)> {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
-    const RCU: &str = "/sys/kernel/rcu_expedited";
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
     let Ok(before) = std::fs::read_to_string(RCU) else {
         println!("skipped: no {RCU} here");
-        return;
+        return None;
     };
-    let _guard = RestoreOnDrop(&sshd.state_dir);
     let flipped = if before.trim() == "0" { "1" } else { "0" };
-    let mut local = sshd
+    let child = sshd
         .command()
         .args(["run", "idle", "--duration", "60s", "--set"])
         .arg(format!("rcu.expedited={flipped}"))
@@ -337,6 +332,22 @@ fn lost_connection_restores_the_targets_knobs_by_itself() {
         assert!(t0.elapsed() < Duration::from_secs(20), "knob never set");
         std::thread::sleep(Duration::from_millis(50));
     }
+    Some((child, before))
+}
+
+/// The connection drops (the local pmlab and its ssh client are SIGKILLed) while a remote
+/// run holds a knob: the remote pmlab reads EOF, stops as on SIGHUP and restores the knob
+/// with no further command.
+#[test]
+fn lost_connection_restores_the_targets_knobs_by_itself() {
+    use std::time::{Duration, Instant};
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let _guard = RestoreOnDrop(&sshd.state_dir);
+    let Some((mut local, before)) = remote_run_holding_rcu(&sshd) else {
+        return;
+    };
     // The local pmlab and its ssh client: the whole process group.
     // SAFETY: a plain signal to the group the test started.
     assert_eq!(
@@ -362,30 +373,14 @@ fn lost_connection_restores_the_targets_knobs_by_itself() {
 /// next `-H` command (even `info`) restores the dead process's journal first and says so.
 #[test]
 fn next_command_repairs_a_killed_remote_pmlabs_journal() {
-    use std::time::{Duration, Instant};
-    const RCU: &str = "/sys/kernel/rcu_expedited";
     let Some(sshd) = Sshd::start(Options::default()) else {
         return;
     };
-    let Ok(before) = std::fs::read_to_string(RCU) else {
-        println!("skipped: no {RCU} here");
+    let _guard = RestoreOnDrop(&sshd.state_dir);
+    let Some((mut local, before)) = remote_run_holding_rcu(&sshd) else {
         return;
     };
-    let _guard = RestoreOnDrop(&sshd.state_dir);
-    let flipped = if before.trim() == "0" { "1" } else { "0" };
-    let mut local = sshd
-        .command()
-        .args(["run", "idle", "--duration", "60s", "--set"])
-        .arg(format!("rcu.expedited={flipped}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while std::fs::read_to_string(RCU).unwrap().trim() != flipped {
-        assert!(t0.elapsed() < Duration::from_secs(20), "knob never set");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let flipped = std::fs::read_to_string(RCU).unwrap();
     // The pmlab running from the target's push directory.
     let remote: Vec<i32> = std::fs::read_dir("/proc")
         .unwrap()
@@ -400,11 +395,7 @@ fn next_command_repairs_a_killed_remote_pmlabs_journal() {
     // SAFETY: a plain signal to the process found above.
     assert_eq!(unsafe { libc::kill(remote[0], libc::SIGKILL) }, 0);
     let _ = local.wait();
-    assert_eq!(
-        std::fs::read_to_string(RCU).unwrap().trim(),
-        flipped,
-        "left set"
-    );
+    assert_eq!(std::fs::read_to_string(RCU).unwrap(), flipped, "left set");
     let out = sshd.pmlab().args(["info", "--json"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
