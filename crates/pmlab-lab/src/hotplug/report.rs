@@ -43,6 +43,7 @@ fn ms(ns: f64) -> f64 {
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
     pub config: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub n: usize,
@@ -65,6 +66,7 @@ pub struct LatencyRow {
 /// A step among those that make the p99.
 #[derive(Debug, Clone, Serialize)]
 pub struct TopStep {
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub rank: usize,
@@ -86,6 +88,7 @@ pub struct TopStep {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outlier {
     pub config: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub round: u32,
@@ -107,6 +110,7 @@ pub struct Change {
 #[derive(Debug, Clone, Serialize)]
 pub struct MitigationRow {
     pub mitigation: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub baseline_p50_ms: f64,
@@ -398,7 +402,7 @@ impl HotplugReport {
             let opt = |v: Option<f64>| v.map_or("-".to_string(), f2);
             t.add_row(vec![
                 Cell::new(r.config.as_str()),
-                Cell::new(r.direction.as_str()),
+                Cell::new(r.direction.short()),
                 num(r.load.to_string()),
                 num(r.n.to_string()),
                 num(f2(r.p50_ms)),
@@ -424,7 +428,7 @@ impl HotplugReport {
             ]);
             for s in &self.top_steps {
                 t.add_row(vec![
-                    Cell::new(s.direction.as_str()),
+                    Cell::new(s.direction.short()),
                     num(s.load.to_string()),
                     num(s.rank.to_string()),
                     Cell::new(format!("{} {}", s.state, s.name)),
@@ -456,7 +460,7 @@ impl HotplugReport {
             for o in &self.outliers {
                 t.add_row(vec![
                     Cell::new(o.config.as_str()),
-                    Cell::new(o.direction.as_str()),
+                    Cell::new(o.direction.short()),
                     num(o.load.to_string()),
                     num(o.round.to_string()),
                     num(f2(o.wall_ms)),
@@ -482,7 +486,7 @@ impl HotplugReport {
             for m in &self.mitigations {
                 t.add_row(vec![
                     Cell::new(m.mitigation.as_str()),
-                    Cell::new(m.direction.as_str()),
+                    Cell::new(m.direction.short()),
                     num(m.load.to_string()),
                     num(format!("{} → {}", f2(m.baseline_p50_ms), f2(m.p50_ms))),
                     num(change(m.p50_change)),
@@ -559,7 +563,7 @@ pub fn render_inject(r: &InjectResult) -> String {
         };
         t.add_row(vec![
             num(a.cpu.to_string()),
-            Cell::new(a.direction.as_str()),
+            Cell::new(a.direction.short()),
             Cell::new(format!("{} {}", a.state, a.name)),
             Cell::new(detail.map_or(outcome.to_string(), |d| format!("{outcome}: {d}"))),
             Cell::new(a.errno.map_or("-".into(), errno_name)),
@@ -576,7 +580,7 @@ pub fn render_inject(r: &InjectResult) -> String {
     for (cpu, dir, acc) in &r.accepted {
         out += &format!(
             "cpu{cpu} {}: {} states accept injection\n",
-            dir.as_str(),
+            dir.short(),
             acc.len()
         );
     }
@@ -714,9 +718,16 @@ mod tests {
     #[test]
     fn builds_tables_top_steps_and_outliers() {
         let mut ops: Vec<OpRecord> = (0..20)
-            .map(|i| op(Mitigation::None, Direction::Down, 30.0 + (i % 5) as f64, i))
+            .map(|i| {
+                op(
+                    Mitigation::None,
+                    Direction::Offline,
+                    30.0 + (i % 5) as f64,
+                    i,
+                )
+            })
             .collect();
-        ops.push(op(Mitigation::None, Direction::Down, 400.0, 20));
+        ops.push(op(Mitigation::None, Direction::Offline, 400.0, 20));
         let rep = HotplugReport::build(&result(ops, vec![Mitigation::None]));
         assert_eq!(rep.latency.len(), 1);
         let row = &rep.latency[0];
@@ -735,6 +746,11 @@ mod tests {
         assert_eq!(c.within_tolerance, 21);
         let text = rep.render();
         assert!(text.contains("p99 ms") && text.contains("Outliers"));
+        // The lab writes directions as down/up (the analysis, same type, as offline/online).
+        let j = serde_json::to_value(&rep).unwrap();
+        for part in ["latency", "top_steps", "outliers", "operations"] {
+            assert_eq!(j[part][0]["direction"], "down", "{part}");
+        }
     }
 
     #[test]
@@ -744,13 +760,13 @@ mod tests {
             let noise = [0.0, 3.0, -2.0, 1.0, -1.0][i % 5];
             ops.push(op(
                 Mitigation::None,
-                Direction::Down,
+                Direction::Offline,
                 30.0 + noise,
                 i as u32,
             ));
             ops.push(op(
                 Mitigation::RcuExpedited,
-                Direction::Down,
+                Direction::Offline,
                 30.0 - noise,
                 i as u32,
             ));
@@ -771,13 +787,13 @@ mod tests {
             let noise = [0.0, 1.0, -1.0, 0.5, -0.5][i % 5];
             ops.push(op(
                 Mitigation::None,
-                Direction::Down,
+                Direction::Offline,
                 30.0 + noise,
                 i as u32,
             ));
             ops.push(op(
                 Mitigation::RcuExpedited,
-                Direction::Down,
+                Direction::Offline,
                 10.0 + noise,
                 i as u32,
             ));
