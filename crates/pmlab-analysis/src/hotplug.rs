@@ -16,7 +16,10 @@ use serde::Serialize;
 
 use crate::{Cell, Missing, Table, Tabular};
 
-/// Offline (down) or online (up).
+/// Which way a hotplug operation goes: offline (down, write 0 to `online`) or online (up,
+/// write 1). pmlab's one hotplug direction, for the analysis and the hotplug lab alike. It
+/// serializes as [`Direction::as_str`]; the lab's tables, JSON and store names use the short
+/// word ([`Direction::short`], [`Direction::serialize_short`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
@@ -25,10 +28,32 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// "offline" or "online".
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Offline => "offline",
             Direction::Online => "online",
+        }
+    }
+    /// "down" or "up".
+    pub fn short(self) -> &'static str {
+        match self {
+            Direction::Offline => "down",
+            Direction::Online => "up",
+        }
+    }
+    /// Serializes as [`Direction::short`] (`#[serde(serialize_with = ...)]`).
+    pub fn serialize_short<S: serde::Serializer>(d: &Direction, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(d.short())
+    }
+    /// The `online` value this operation leads to.
+    pub fn online_after(self) -> bool {
+        self == Direction::Online
+    }
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::Offline => Direction::Online,
+            Direction::Online => Direction::Offline,
         }
     }
 }

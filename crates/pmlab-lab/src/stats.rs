@@ -113,7 +113,7 @@ fn sample_variance(xs: &[f64]) -> f64 {
 /// The sample median of runs (middle two averaged), not pmlab's nearest-rank percentile of
 /// latency distributions: the MAD rule's 0.6745 scale and the summaries' published median
 /// assume the textbook estimator; on a handful of runs nearest-rank would bias it low.
-fn median_of(xs: &[f64]) -> f64 {
+pub fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -156,9 +156,9 @@ pub fn mad_outliers(xs: &[f64]) -> Vec<usize> {
     if xs.len() < 3 {
         return Vec::new();
     }
-    let med = median_of(xs);
+    let med = median(xs);
     let deviations: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
-    let mad = median_of(&deviations);
+    let mad = median(&deviations);
     // Scale so that `scale` estimates σ for normal data.
     let scale = if mad > 0.0 {
         mad / 0.674_489_750_196_081_7
@@ -214,7 +214,7 @@ impl Summary {
         Some(Summary {
             n,
             mean: m,
-            median: median_of(xs),
+            median: median(xs),
             stddev: sd,
             cv: if m != 0.0 { sd / m.abs() } else { f64::NAN },
             ci_half_width: hw,

@@ -135,20 +135,17 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--cycles must be at least 1");
     }
     let loads = parse_loads(&args.load)?;
-    let loader = LoaderKind::parse(&args.loader).map_err(anyhow::Error::msg)?;
+    let loader = LoaderKind::parse(&args.loader)?;
     let mitigations: Vec<Mitigation> = args
         .mitigate
         .iter()
         .map(|m| Mitigation::parse(m))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+        .collect::<Result<_, _>>()?;
     let table = StateTable::read(&paths.sys_cpu())?;
     let inject = match args.inject_fail.as_deref() {
         None => None,
         Some("all") => Some(InjectTarget::All),
-        Some(s) => Some(InjectTarget::One(
-            table.resolve(s).map_err(anyhow::Error::msg)?,
-        )),
+        Some(s) => Some(InjectTarget::One(table.resolve(s)?)),
     };
     if inject.is_some() && !mitigations.is_empty() {
         bail!("--inject-fail walks fault injection; it does not combine with --mitigate");

@@ -51,6 +51,7 @@ pub enum InjectOutcome {
 #[derive(Debug, Clone, Serialize)]
 pub struct InjectAttempt {
     pub cpu: u32,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub state: i32,
     pub name: String,
@@ -75,10 +76,19 @@ pub struct InjectAttempt {
 pub struct InjectResult {
     pub cpus: Vec<u32>,
     /// Per CPU and direction: states the kernel accepted for arming.
+    #[serde(serialize_with = "accepted_short")]
     pub accepted: Vec<(u32, Direction, Vec<i32>)>,
     pub attempts: Vec<InjectAttempt>,
     pub traced: bool,
     pub notes: Vec<String>,
+}
+
+/// `accepted` with each direction as its short word, as the lab writes directions.
+fn accepted_short<S: serde::Serializer>(
+    v: &[(u32, Direction, Vec<i32>)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|(cpu, d, states)| (cpu, d.short(), states)))
 }
 
 impl InjectAttempt {
@@ -201,7 +211,7 @@ pub fn run_inject(
     let mut plan: Vec<(CpuFiles, Direction, Vec<i32>)> = Vec::new();
     for &c in &opts.cpus {
         let cpu = CpuFiles::new(&sys_cpu, c);
-        for dir in [Direction::Down, Direction::Up] {
+        for dir in [Direction::Offline, Direction::Online] {
             stop()?;
             cpu.set_online(!dir.online_after())?;
             let acc = accepted_states(&cpu, &table)?;
@@ -235,7 +245,7 @@ pub fn run_inject(
             progress.step(&format!(
                 "cpu{} {} {}:{}",
                 cpu.cpu,
-                dir.as_str(),
+                dir.short(),
                 n,
                 state.name
             ));
@@ -300,9 +310,20 @@ mod tests {
         let acc = accepted_states(&cpu, &table).unwrap();
         assert_eq!(acc.len(), table.states.len());
         assert_eq!(cpu.fail().unwrap(), -1);
-        let a = attempt(&cpu, Direction::Down, &table.states[5]).unwrap();
+        let a = attempt(&cpu, Direction::Offline, &table.states[5]).unwrap();
         assert_eq!(a.outcome, InjectOutcome::NotTriggered);
         assert!(cpu.is_online().unwrap());
         assert_eq!(cpu.fail().unwrap(), -1);
+        // Directions are written down/up, in the attempts and in `accepted` alike.
+        let r = InjectResult {
+            cpus: vec![1],
+            accepted: vec![(1, Direction::Online, vec![5])],
+            attempts: vec![a],
+            traced: false,
+            notes: vec![],
+        };
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["attempts"][0]["direction"], "down");
+        assert_eq!(j["accepted"], serde_json::json!([[1, "up", [5]]]));
     }
 }

@@ -42,6 +42,7 @@ pub struct LabOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct OpRecord {
     pub cpu: u32,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub config: Mitigation,
@@ -251,8 +252,8 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
             if stopped() {
                 break 'levels;
             }
-            timed_op(cpu, Direction::Down)?;
-            timed_op(cpu, Direction::Up)?;
+            timed_op(cpu, Direction::Offline)?;
+            timed_op(cpu, Direction::Online)?;
         }
         for round in 0..opts.cycles {
             let mut order = opts.configurations.clone();
@@ -270,7 +271,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
                     return Err(e);
                 }
                 for cpu in &cpus {
-                    for dir in [Direction::Down, Direction::Up] {
+                    for dir in [Direction::Offline, Direction::Online] {
                         if stopped() {
                             // Finish the cycle: a CPU left offline is brought back below.
                             break 'levels;
@@ -280,11 +281,12 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
                                 "cpu{} was already {} before a {} operation (changed by someone else); skipped",
                                 cpu.cpu,
                                 if dir.online_after() { "online" } else { "offline" },
-                                dir.as_str()
+                                dir.short()
                             ));
                             continue;
                         }
-                        let boosted = config == Mitigation::KthreadBoost && dir == Direction::Up;
+                        let boosted =
+                            config == Mitigation::KthreadBoost && dir == Direction::Online;
                         if boosted {
                             if let Some(b) = boost.as_mut() {
                                 b.enter(&loaders.processes())?;
@@ -312,7 +314,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
                             "load {load} · {} · cpu{} {}",
                             config.as_str(),
                             cpu.cpu,
-                            dir.as_str()
+                            dir.short()
                         ));
                     }
                 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::HotplugError;
+use super::{HotplugError, InputError};
 
 /// Which built-in workload loads the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,14 +24,12 @@ pub enum LoaderKind {
 }
 
 impl LoaderKind {
-    pub fn parse(s: &str) -> Result<LoaderKind, String> {
+    pub fn parse(s: &str) -> Result<LoaderKind, InputError> {
         match s {
             "wakeup" => Ok(LoaderKind::Wakeup),
             "spin" => Ok(LoaderKind::Spin),
             "messaging" => Ok(LoaderKind::Messaging),
-            other => Err(format!(
-                "unknown loader {other:?}: expected wakeup, spin or messaging"
-            )),
+            other => Err(InputError::UnknownLoader(other.to_string())),
         }
     }
     pub fn as_str(self) -> &'static str {

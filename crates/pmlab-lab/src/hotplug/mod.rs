@@ -58,6 +58,55 @@ pub enum HotplugError {
     Unexpected(String),
     #[error("interrupted; CPUs, knobs and cgroups were restored and loaders stopped")]
     Interrupted,
+    /// `hotplug/states` did not parse.
+    #[error("{path}")]
+    States {
+        path: PathBuf,
+        #[source]
+        source: InputError,
+    },
+}
+
+/// A value the hotplug lab was given that it does not accept: an option's word, a STATE, a
+/// line of `hotplug/states`. Nothing has run when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("unknown mitigation {0:?}: expected rcu-expedited, kthread-boost or none")]
+    UnknownMitigation(String),
+    #[error("unknown loader {0:?}: expected wakeup, spin or messaging")]
+    UnknownLoader(String),
+    #[error("line {line}: expected `N: name`, found {text:?}")]
+    StateLine { line: usize, text: String },
+    #[error("line {line}: bad state number {text:?}")]
+    StateNumber { line: usize, text: String },
+    #[error("no states")]
+    NoStates,
+    #[error(
+        "no hotplug state {spec:?} in /sys/devices/system/cpu/hotplug/states{}",
+        similar_hint(.similar)
+    )]
+    UnknownState { spec: String, similar: Vec<String> },
+    #[error(
+        "hotplug state name {spec:?} is ambiguous: numbers {}; give the number",
+        join(.numbers)
+    )]
+    AmbiguousState { spec: String, numbers: Vec<i32> },
+}
+
+fn similar_hint(similar: &[String]) -> String {
+    if similar.is_empty() {
+        String::new()
+    } else {
+        format!(" (similar: {})", similar.join(", "))
+    }
+}
+
+fn join(numbers: &[i32]) -> String {
+    numbers
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A mitigation compared as one configuration of the experiment.
@@ -73,14 +122,12 @@ pub enum Mitigation {
 }
 
 impl Mitigation {
-    pub fn parse(s: &str) -> Result<Mitigation, String> {
+    pub fn parse(s: &str) -> Result<Mitigation, InputError> {
         match s {
             "none" => Ok(Mitigation::None),
             "rcu-expedited" => Ok(Mitigation::RcuExpedited),
             "kthread-boost" => Ok(Mitigation::KthreadBoost),
-            other => Err(format!(
-                "unknown mitigation {other:?}: expected rcu-expedited, kthread-boost or none"
-            )),
+            other => Err(InputError::UnknownMitigation(other.to_string())),
         }
     }
     pub fn as_str(self) -> &'static str {
@@ -207,7 +254,12 @@ mod tests {
             Mitigation::configurations(&[RcuExpedited, None, RcuExpedited]),
             vec![None, RcuExpedited]
         );
-        assert!(Mitigation::parse("turbo").is_err());
+        let e = Mitigation::parse("turbo").unwrap_err();
+        assert_eq!(e, InputError::UnknownMitigation("turbo".into()));
+        assert_eq!(
+            e.to_string(),
+            "unknown mitigation \"turbo\": expected rcu-expedited, kthread-boost or none"
+        );
     }
 
     #[test]

@@ -17,22 +17,20 @@ use super::sysfs::Direction;
 use super::trace::OpTrace;
 use super::Mitigation;
 use crate::stats;
+use pmlab_analysis::stats::{DurationSummary, PERCENTILE_NOTE};
 
 /// Steps must sum to within this fraction of the traced span.
 pub const COVERAGE_TOLERANCE: f64 = 0.02;
 const TOP_STEPS: usize = 5;
 const BOOTSTRAP_RESAMPLES: usize = 2000;
 
-/// Linear-interpolated quantile (q in 0..=1) of unsorted values.
-pub fn quantile(xs: &[f64], q: f64) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
+/// Percentile `q` (0 to 1) of unsorted values by pmlab's one definition, nearest rank
+/// ([`pmlab_kernel::units::percentile`]); NaN when empty. For the lab's samples in ms and
+/// the bootstrap's changes; durations in ns go through [`DurationSummary`].
+pub fn percentile(xs: &[f64], q: f64) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
-    let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    pmlab_kernel::units::percentile(&v, q).unwrap_or(f64::NAN)
 }
 
 fn ms(ns: f64) -> f64 {
@@ -43,6 +41,7 @@ fn ms(ns: f64) -> f64 {
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
     pub config: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub n: usize,
@@ -65,6 +64,7 @@ pub struct LatencyRow {
 /// A step among those that make the p99.
 #[derive(Debug, Clone, Serialize)]
 pub struct TopStep {
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub rank: usize,
@@ -86,6 +86,7 @@ pub struct TopStep {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outlier {
     pub config: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub round: u32,
@@ -107,6 +108,7 @@ pub struct Change {
 #[derive(Debug, Clone, Serialize)]
 pub struct MitigationRow {
     pub mitigation: Mitigation,
+    #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
     pub load: u32,
     pub baseline_p50_ms: f64,
@@ -171,11 +173,19 @@ fn walls(ops: &[&OpRecord]) -> Vec<f64> {
     ops.iter().map(|o| o.wall_ns as f64).collect()
 }
 
+/// The wall times' summary (n, mean, p50, p99, max) and their p90, nearest rank.
+fn wall_summary(ops: &[&OpRecord]) -> (DurationSummary, u64) {
+    let mut v: Vec<u64> = ops.iter().map(|o| o.wall_ns).collect();
+    v.sort_unstable();
+    let p90 = pmlab_kernel::units::percentile(&v, 0.9).unwrap_or(0);
+    (DurationSummary::of(&mut v), p90)
+}
+
 fn bootstrap_quantile_change(a: &[f64], b: &[f64], q: f64, rng: &mut ChaCha8Rng) -> Option<Change> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
-    let (qa, qb) = (quantile(a, q), quantile(b, q));
+    let (qa, qb) = (percentile(a, q), percentile(b, q));
     if qa <= 0.0 {
         return None;
     }
@@ -189,15 +199,15 @@ fn bootstrap_quantile_change(a: &[f64], b: &[f64], q: f64, rng: &mut ChaCha8Rng)
         for x in rb.iter_mut() {
             *x = b[rng.random_range(0..b.len())];
         }
-        let base = quantile(&ra, q);
+        let base = percentile(&ra, q);
         if base > 0.0 {
-            changes.push(quantile(&rb, q) / base - 1.0);
+            changes.push(percentile(&rb, q) / base - 1.0);
         }
     }
     Some(Change {
         change: qb / qa - 1.0,
-        low: quantile(&changes, 0.025),
-        high: quantile(&changes, 0.975),
+        low: percentile(&changes, 0.025),
+        high: percentile(&changes, 0.975),
     })
 }
 
@@ -206,7 +216,7 @@ impl HotplugReport {
         let g = groups(&r.ops);
         let mut latency = Vec::new();
         for ((config, direction, load), ops) in &g {
-            let w = walls(ops);
+            let (w, p90) = wall_summary(ops);
             let traced: Vec<(&OpRecord, &OpTrace)> = ops
                 .iter()
                 .filter_map(|o| o.trace.as_ref().map(|t| (*o, t)))
@@ -216,19 +226,19 @@ impl HotplugReport {
                     None
                 } else {
                     let v: Vec<f64> = traced.iter().map(|(o, t)| f(o, t) as f64).collect();
-                    Some(ms(quantile(&v, 0.5)))
+                    Some(ms(percentile(&v, 0.5)))
                 }
             };
             latency.push(LatencyRow {
                 config: *config,
                 direction: *direction,
                 load: *load,
-                n: w.len(),
-                p50_ms: ms(quantile(&w, 0.5)),
-                p90_ms: ms(quantile(&w, 0.9)),
-                p99_ms: ms(quantile(&w, 0.99)),
-                max_ms: ms(quantile(&w, 1.0)),
-                mean_ms: ms(w.iter().sum::<f64>() / w.len() as f64),
+                n: w.n as usize,
+                p50_ms: ms(w.p50_ns as f64),
+                p90_ms: ms(p90 as f64),
+                p99_ms: ms(w.p99_ns as f64),
+                max_ms: ms(w.max_ns as f64),
+                mean_ms: ms(w.mean_ns),
                 before_steps_p50_ms: med(&|o, t| t.first_ns.saturating_sub(o.start_ns)),
                 span_p50_ms: med(&|_, t| t.span_ns),
                 after_steps_p50_ms: med(&|o, t| o.end_ns.saturating_sub(t.last_ns)),
@@ -243,7 +253,7 @@ impl HotplugReport {
             if *config != Mitigation::None {
                 continue;
             }
-            let p99 = quantile(&walls(ops), 0.99);
+            let p99 = wall_summary(ops).0.p99_ns as f64;
             let tail: Vec<&&OpRecord> = ops
                 .iter()
                 .filter(|o| o.wall_ns as f64 >= p99 - 0.5 && o.trace.is_some())
@@ -285,7 +295,9 @@ impl HotplugReport {
         let mut outliers = Vec::new();
         for ((config, direction, load), ops) in &g {
             let w = walls(ops);
-            let median = quantile(&w, 0.5);
+            // The sample median the MAD rule measures from (middle two averaged), not the
+            // nearest-rank p50: an outlier is slow against the centre its z-score used.
+            let median = stats::median(&w);
             for i in stats::mad_outliers(&w) {
                 if w[i] <= median {
                     continue;
@@ -318,11 +330,11 @@ impl HotplugReport {
                 mitigation: *config,
                 direction: *direction,
                 load: *load,
-                baseline_p50_ms: ms(quantile(&a, 0.5)),
-                p50_ms: ms(quantile(&b, 0.5)),
+                baseline_p50_ms: ms(percentile(&a, 0.5)),
+                p50_ms: ms(percentile(&b, 0.5)),
                 p50_change: bootstrap_quantile_change(&a, &b, 0.5, &mut rng),
-                baseline_p99_ms: ms(quantile(&a, 0.99)),
-                p99_ms: ms(quantile(&b, 0.99)),
+                baseline_p99_ms: ms(percentile(&a, 0.99)),
+                p99_ms: ms(percentile(&b, 0.99)),
                 p99_change: bootstrap_quantile_change(&a, &b, 0.99, &mut rng),
                 comparison: stats::compare(&a, &b, MetricDirection::Lower, false),
             });
@@ -352,12 +364,13 @@ impl HotplugReport {
                 preempted_ops: traced.iter().filter(|(_, t)| t.preempted_ns > 0).count(),
                 preempted_ms: ms(traced.iter().map(|(_, t)| t.preempted_ns).sum::<u64>() as f64),
                 interrupted_ms: ms(traced.iter().map(|(_, t)| t.interrupted_ns).sum::<u64>() as f64),
-                outside_steps_p50_ms: ms(quantile(&outside, 0.5)),
+                outside_steps_p50_ms: ms(percentile(&outside, 0.5)),
             })
         } else {
             None
         };
 
+        let latency_empty = latency.is_empty();
         HotplugReport {
             cpus: r.cpus.clone(),
             cycles: r.cycles,
@@ -370,7 +383,12 @@ impl HotplugReport {
             outliers,
             mitigations,
             trace_check,
-            notes: r.notes.clone(),
+            notes: r
+                .notes
+                .iter()
+                .cloned()
+                .chain((!latency_empty).then(|| PERCENTILE_NOTE.to_string()))
+                .collect(),
             operations: r.ops.clone(),
         }
     }
@@ -398,7 +416,7 @@ impl HotplugReport {
             let opt = |v: Option<f64>| v.map_or("-".to_string(), f2);
             t.add_row(vec![
                 Cell::new(r.config.as_str()),
-                Cell::new(r.direction.as_str()),
+                Cell::new(r.direction.short()),
                 num(r.load.to_string()),
                 num(r.n.to_string()),
                 num(f2(r.p50_ms)),
@@ -424,7 +442,7 @@ impl HotplugReport {
             ]);
             for s in &self.top_steps {
                 t.add_row(vec![
-                    Cell::new(s.direction.as_str()),
+                    Cell::new(s.direction.short()),
                     num(s.load.to_string()),
                     num(s.rank.to_string()),
                     Cell::new(format!("{} {}", s.state, s.name)),
@@ -456,7 +474,7 @@ impl HotplugReport {
             for o in &self.outliers {
                 t.add_row(vec![
                     Cell::new(o.config.as_str()),
-                    Cell::new(o.direction.as_str()),
+                    Cell::new(o.direction.short()),
                     num(o.load.to_string()),
                     num(o.round.to_string()),
                     num(f2(o.wall_ms)),
@@ -482,7 +500,7 @@ impl HotplugReport {
             for m in &self.mitigations {
                 t.add_row(vec![
                     Cell::new(m.mitigation.as_str()),
-                    Cell::new(m.direction.as_str()),
+                    Cell::new(m.direction.short()),
                     num(m.load.to_string()),
                     num(format!("{} → {}", f2(m.baseline_p50_ms), f2(m.p50_ms))),
                     num(change(m.p50_change)),
@@ -559,7 +577,7 @@ pub fn render_inject(r: &InjectResult) -> String {
         };
         t.add_row(vec![
             num(a.cpu.to_string()),
-            Cell::new(a.direction.as_str()),
+            Cell::new(a.direction.short()),
             Cell::new(format!("{} {}", a.state, a.name)),
             Cell::new(detail.map_or(outcome.to_string(), |d| format!("{outcome}: {d}"))),
             Cell::new(a.errno.map_or("-".into(), errno_name)),
@@ -576,7 +594,7 @@ pub fn render_inject(r: &InjectResult) -> String {
     for (cpu, dir, acc) in &r.accepted {
         out += &format!(
             "cpu{cpu} {}: {} states accept injection\n",
-            dir.as_str(),
+            dir.short(),
             acc.len()
         );
     }
@@ -641,12 +659,14 @@ mod tests {
     use crate::hotplug::trace::StepTime;
 
     #[test]
-    fn quantiles_interpolate() {
-        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(quantile(&v, 0.5), 3.0);
-        assert_eq!(quantile(&v, 1.0), 5.0);
-        assert!((quantile(&v, 0.9) - 4.6).abs() < 1e-12);
-        assert!(quantile(&[], 0.5).is_nan());
+    fn percentiles_are_nearest_rank() {
+        let v = [5.0, 1.0, 4.0, 2.0, 3.0];
+        assert_eq!(percentile(&v, 0.5), 3.0);
+        assert_eq!(percentile(&v, 1.0), 5.0);
+        // Nearest rank: a value of the sample (interpolation would give 4.6).
+        assert_eq!(percentile(&v, 0.9), 5.0);
+        assert_eq!(percentile(&v, 0.8), 4.0);
+        assert!(percentile(&[], 0.5).is_nan());
     }
 
     fn op(config: Mitigation, dir: Direction, wall_ms: f64, round: u32) -> OpRecord {
@@ -714,14 +734,24 @@ mod tests {
     #[test]
     fn builds_tables_top_steps_and_outliers() {
         let mut ops: Vec<OpRecord> = (0..20)
-            .map(|i| op(Mitigation::None, Direction::Down, 30.0 + (i % 5) as f64, i))
+            .map(|i| {
+                op(
+                    Mitigation::None,
+                    Direction::Offline,
+                    30.0 + (i % 5) as f64,
+                    i,
+                )
+            })
             .collect();
-        ops.push(op(Mitigation::None, Direction::Down, 400.0, 20));
+        ops.push(op(Mitigation::None, Direction::Offline, 400.0, 20));
         let rep = HotplugReport::build(&result(ops, vec![Mitigation::None]));
         assert_eq!(rep.latency.len(), 1);
         let row = &rep.latency[0];
         assert_eq!(row.n, 21);
         assert_eq!(row.max_ms, 400.0);
+        // Nearest rank: 30..34 four times each and 400; p90 is the 19th of 21, p99 the max.
+        assert_eq!((row.p50_ms, row.p90_ms, row.p99_ms), (32.0, 34.0, 400.0));
+        assert!(rep.notes.iter().any(|n| n == PERCENTILE_NOTE));
         assert!(row.arch_p50_ms.unwrap() < row.rest_p50_ms.unwrap());
         assert_eq!(rep.top_steps[0].callback, "sched_cpu_deactivate");
         assert_eq!(rep.top_steps[0].ran_on, "target");
@@ -735,6 +765,11 @@ mod tests {
         assert_eq!(c.within_tolerance, 21);
         let text = rep.render();
         assert!(text.contains("p99 ms") && text.contains("Outliers"));
+        // The lab writes directions as down/up (the analysis, same type, as offline/online).
+        let j = serde_json::to_value(&rep).unwrap();
+        for part in ["latency", "top_steps", "outliers", "operations"] {
+            assert_eq!(j[part][0]["direction"], "down", "{part}");
+        }
     }
 
     #[test]
@@ -744,13 +779,13 @@ mod tests {
             let noise = [0.0, 3.0, -2.0, 1.0, -1.0][i % 5];
             ops.push(op(
                 Mitigation::None,
-                Direction::Down,
+                Direction::Offline,
                 30.0 + noise,
                 i as u32,
             ));
             ops.push(op(
                 Mitigation::RcuExpedited,
-                Direction::Down,
+                Direction::Offline,
                 30.0 - noise,
                 i as u32,
             ));
@@ -771,13 +806,13 @@ mod tests {
             let noise = [0.0, 1.0, -1.0, 0.5, -0.5][i % 5];
             ops.push(op(
                 Mitigation::None,
-                Direction::Down,
+                Direction::Offline,
                 30.0 + noise,
                 i as u32,
             ));
             ops.push(op(
                 Mitigation::RcuExpedited,
-                Direction::Down,
+                Direction::Offline,
                 10.0 + noise,
                 i as u32,
             ));

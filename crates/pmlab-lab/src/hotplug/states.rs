@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::HotplugError;
+use super::{HotplugError, InputError};
 
 /// One line of `hotplug/states`: ` 83: cpu:bringup`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,30 +28,32 @@ impl StateTable {
             path: path.clone(),
             source,
         })?;
-        StateTable::parse(&text).map_err(|what| HotplugError::Parse { path, what })
+        StateTable::parse(&text).map_err(|source| HotplugError::States { path, source })
     }
 
-    pub fn parse(text: &str) -> Result<StateTable, String> {
+    pub fn parse(text: &str) -> Result<StateTable, InputError> {
         let mut states = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() {
                 continue;
             }
-            let (num, name) = line
-                .split_once(':')
-                .ok_or_else(|| format!("line {}: expected `N: name`, found {line:?}", i + 1))?;
-            let number = num
-                .trim()
-                .parse()
-                .map_err(|_| format!("line {}: bad state number {num:?}", i + 1))?;
+            let (num, name) = line.split_once(':').ok_or_else(|| InputError::StateLine {
+                line: i + 1,
+                text: line.to_string(),
+            })?;
+            // The number's own error adds nothing to "bad state number".
+            let number = num.trim().parse().map_err(|_| InputError::StateNumber {
+                line: i + 1,
+                text: num.to_string(),
+            })?;
             states.push(HotplugState {
                 number,
                 name: name.trim().to_string(),
             });
         }
         if states.is_empty() {
-            return Err("no states".into());
+            return Err(InputError::NoStates);
         }
         Ok(StateTable { states })
     }
@@ -71,7 +73,7 @@ impl StateTable {
     }
 
     /// Resolve a user's STATE: a number present in the table, or an exact name.
-    pub fn resolve(&self, spec: &str) -> Result<HotplugState, String> {
+    pub fn resolve(&self, spec: &str) -> Result<HotplugState, InputError> {
         let spec = spec.trim();
         let found: Vec<&HotplugState> = match spec.parse::<i32>() {
             Ok(n) => self.states.iter().filter(|s| s.number == n).collect(),
@@ -80,32 +82,25 @@ impl StateTable {
         match found.as_slice() {
             [one] => Ok((*one).clone()),
             [] => {
-                let close: Vec<&str> = self
+                let similar = self
                     .states
                     .iter()
                     .filter(|s| {
                         let base = spec.split(':').next().unwrap_or(spec);
                         !base.is_empty() && s.name.contains(base)
                     })
-                    .map(|s| s.name.as_str())
+                    .map(|s| s.name.clone())
                     .take(5)
                     .collect();
-                let hint = if close.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (similar: {})", close.join(", "))
-                };
-                Err(format!(
-                    "no hotplug state {spec:?} in /sys/devices/system/cpu/hotplug/states{hint}"
-                ))
+                Err(InputError::UnknownState {
+                    spec: spec.to_string(),
+                    similar,
+                })
             }
-            many => Err(format!(
-                "hotplug state name {spec:?} is ambiguous: numbers {}; give the number",
-                many.iter()
-                    .map(|s| s.number.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            many => Err(InputError::AmbiguousState {
+                spec: spec.to_string(),
+                numbers: many.iter().map(|s| s.number).collect(),
+            }),
         }
     }
 
@@ -182,7 +177,7 @@ mod tests {
     #[test]
     fn unknown_state_is_refused_with_hint() {
         let t = StateTable::parse(SAMPLE).unwrap();
-        let e = t.resolve("sched:nonesuch").unwrap_err();
+        let e = t.resolve("sched:nonesuch").unwrap_err().to_string();
         assert!(e.contains("no hotplug state"), "{e}");
         assert!(e.contains("sched:active"), "{e}");
         assert!(t.resolve("999").is_err());
@@ -191,7 +186,12 @@ mod tests {
     #[test]
     fn ambiguous_name_asks_for_number() {
         let t = StateTable::parse("1: a:x\n2: a:x\n").unwrap();
-        assert!(t.resolve("a:x").unwrap_err().contains("ambiguous"));
+        let e = t.resolve("a:x").unwrap_err();
+        assert!(e.to_string().contains("ambiguous"));
+        assert_eq!(
+            e.to_string(),
+            "hotplug state name \"a:x\" is ambiguous: numbers 1, 2; give the number"
+        );
     }
 
     #[test]
@@ -207,5 +207,21 @@ mod tests {
     fn garbage_is_an_error() {
         assert!(StateTable::parse("hello\n").is_err());
         assert!(StateTable::parse("").is_err());
+        assert_eq!(
+            StateTable::parse("x: a\n").unwrap_err(),
+            InputError::StateNumber {
+                line: 1,
+                text: "x".into()
+            }
+        );
+        // Read from a file: the path, then the line as its cause.
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("hotplug")).unwrap();
+        std::fs::write(t.path().join("hotplug/states"), "  0: offline\nhello\n").unwrap();
+        let e = StateTable::read(t.path()).unwrap_err();
+        assert!(matches!(e, HotplugError::States { .. }), "{e:?}");
+        assert!(e.to_string().ends_with("hotplug/states"), "{e}");
+        let cause = std::error::Error::source(&e).unwrap().to_string();
+        assert_eq!(cause, "line 2: expected `N: name`, found \"hello\"");
     }
 }

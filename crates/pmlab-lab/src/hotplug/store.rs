@@ -49,11 +49,11 @@ pub fn save_lab(db: &Path, r: &LabResult, command: &str, root: &Path) -> Result<
     let mut workloads = Vec::new();
     let mut workload_index = BTreeMap::new();
     for &load in &r.loads {
-        for dir in [Direction::Down, Direction::Up] {
+        for dir in [Direction::Offline, Direction::Online] {
             workload_index.insert((dir, load), workloads.len());
             let argv: Vec<String> = [
                 "hotplug",
-                dir.as_str(),
+                dir.short(),
                 "--cpus",
                 &cpus,
                 "--load",
@@ -143,10 +143,10 @@ pub fn save_inject(
     root: &Path,
 ) -> Result<i64, StoreError> {
     let mut store = Store::open(db)?;
-    let workloads: Vec<WorkloadDef> = [Direction::Down, Direction::Up]
+    let workloads: Vec<WorkloadDef> = [Direction::Offline, Direction::Online]
         .iter()
         .map(|d| {
-            let argv: Vec<String> = ["hotplug", "inject-fail", d.as_str()]
+            let argv: Vec<String> = ["hotplug", "inject-fail", d.short()]
                 .map(String::from)
                 .to_vec();
             WorkloadDef {
@@ -192,7 +192,7 @@ pub fn save_inject(
         store.insert_run(&NewRun {
             experiment: ids.experiment,
             configuration: ids.configurations[0],
-            workload: ids.workloads[(a.direction == Direction::Up) as usize],
+            workload: ids.workloads[(a.direction == Direction::Online) as usize],
             round: 0,
             position: i,
             warmup: false,
@@ -248,9 +248,9 @@ mod tests {
                 [Mitigation::None, Mitigation::RcuExpedited].map(|config| OpRecord {
                     cpu: 1,
                     direction: if round % 2 == 0 {
-                        Direction::Down
+                        Direction::Offline
                     } else {
-                        Direction::Up
+                        Direction::Online
                     },
                     load: 0,
                     config,

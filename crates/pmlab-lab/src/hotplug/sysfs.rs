@@ -14,36 +14,8 @@ pub fn monotonic_ns() -> u64 {
     pmlab_kernel::units::monotonic_ns()
 }
 
-/// Which way a hotplug operation goes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Offline (write 0 to `online`).
-    Down,
-    /// Online (write 1 to `online`).
-    Up,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Down => "down",
-            Direction::Up => "up",
-        }
-    }
-    /// The `online` value this operation leads to.
-    pub fn online_after(self) -> bool {
-        self == Direction::Up
-    }
-    pub fn reverse(self) -> Direction {
-        match self {
-            Direction::Down => Direction::Up,
-            Direction::Up => Direction::Down,
-        }
-    }
-}
+/// Which way a hotplug operation goes: the analysis's type (one for both).
+pub use pmlab_analysis::hotplug::Direction;
 
 /// What an errno from a hotplug write means, in words.
 pub fn errno_meaning(errno: i32) -> &'static str {

@@ -106,10 +106,7 @@ impl LabTracer {
             .iter()
             .map(|o| Window {
                 cpu: o.cpu,
-                direction: match o.direction {
-                    Direction::Down => analysis::Direction::Offline,
-                    Direction::Up => analysis::Direction::Online,
-                },
+                direction: o.direction,
                 start_ns: o.start_ns,
                 end_ns: o.end_ns,
             })

@@ -5,7 +5,7 @@
 use super::causes::{cause_name, kinds};
 use super::hotplug::{groups, is_hotplug, slowest_steps};
 use super::View;
-use crate::hotplug::report::quantile;
+use crate::hotplug::report::percentile;
 use crate::report::{Report, WorkloadReport};
 use crate::stats::Summary;
 use crate::store::StoredExperiment;
@@ -335,10 +335,10 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
     let (d0, u0) = (down.first()?, up.first()?);
     let mut text = format!(
         "CPU hotplug: offlining takes {} ms at p50 ({} ms at p99) and onlining {} ms ({} ms at p99) with {} background loaders",
-        fmt_short(quantile(&d0.1, 0.5)),
-        fmt_short(quantile(&d0.1, 0.99)),
-        fmt_short(quantile(&u0.1, 0.5)),
-        fmt_short(quantile(&u0.1, 0.99)),
+        fmt_short(percentile(&d0.1, 0.5)),
+        fmt_short(percentile(&d0.1, 0.99)),
+        fmt_short(percentile(&u0.1, 0.5)),
+        fmt_short(percentile(&u0.1, 0.99)),
         d0.0
     );
     if let (Some(dl), Some(ul)) = (down.last(), up.last()) {
@@ -346,10 +346,10 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
             text.push_str(&format!(
                 "; with {} loaders, offline {} ms and online {} ms at p50 ({} and {} the unloaded p50)",
                 dl.0,
-                fmt_short(quantile(&dl.1, 0.5)),
-                fmt_short(quantile(&ul.1, 0.5)),
-                fmt_ratio(quantile(&dl.1, 0.5) / quantile(&d0.1, 0.5)),
-                fmt_ratio(quantile(&ul.1, 0.5) / quantile(&u0.1, 0.5)),
+                fmt_short(percentile(&dl.1, 0.5)),
+                fmt_short(percentile(&ul.1, 0.5)),
+                fmt_ratio(percentile(&dl.1, 0.5) / percentile(&d0.1, 0.5)),
+                fmt_ratio(percentile(&ul.1, 0.5) / percentile(&u0.1, 0.5)),
             ));
         }
     }
@@ -367,8 +367,8 @@ fn hotplug(e: &StoredExperiment) -> Option<Finding> {
     text.push('.');
     Some(
         Finding::new(80, "hotplug", text, Some(e.info.id))
-            .with("offline_p50_ms", quantile(&d0.1, 0.5))
-            .with("online_p50_ms", quantile(&u0.1, 0.5)),
+            .with("offline_p50_ms", percentile(&d0.1, 0.5))
+            .with("online_p50_ms", percentile(&u0.1, 0.5)),
     )
 }
 

@@ -4,7 +4,7 @@
 
 use super::svg::{colour, esc, range, shorten, Plot};
 use super::table;
-use crate::hotplug::report::quantile;
+use crate::hotplug::report::percentile;
 use crate::hotplug::store::WALL_METRIC;
 use crate::report::fmt_num;
 use crate::store::{StoredExperiment, StoredRun};
@@ -106,12 +106,12 @@ pub fn scatter(e: &StoredExperiment) -> Option<String> {
                 p50.push(format!(
                     "{:.1},{:.1}",
                     p.x.at(base),
-                    p.y.at(quantile(xs, 0.5))
+                    p.y.at(percentile(xs, 0.5))
                 ));
                 p99.push(format!(
                     "{:.1},{:.1}",
                     p.x.at(base),
-                    p.y.at(quantile(xs, 0.99))
+                    p.y.at(percentile(xs, 0.99))
                 ));
             }
             if p50.is_empty() {
@@ -139,8 +139,8 @@ pub fn scatter(e: &StoredExperiment) -> Option<String> {
             vec![
                 format!("{dir} load {load} {conf}"),
                 xs.len().to_string(),
-                fmt_num(quantile(xs, 0.5)),
-                fmt_num(quantile(xs, 0.99)),
+                fmt_num(percentile(xs, 0.5)),
+                fmt_num(percentile(xs, 0.99)),
                 fmt_num(xs.iter().cloned().fold(f64::NAN, f64::max)),
             ]
         })
