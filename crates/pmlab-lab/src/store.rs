@@ -102,6 +102,13 @@ const MIGRATIONS: &[&str] = &[
       WHERE instr(name, '@cpu') > 1
         AND substr(name, instr(name, '@cpu') + 4) <> ''
         AND substr(name, instr(name, '@cpu') + 4) NOT GLOB '*[^0-9]*';",
+    // 4 → 5: an id that stays with an experiment across stores (imports skip what they hold),
+    // and the rest of the machine's identity: kernel build (`uname -v`) and pmlab version.
+    "ALTER TABLE experiments ADD COLUMN uid TEXT;
+     UPDATE experiments SET uid = lower(hex(randomblob(16)));
+     CREATE UNIQUE INDEX experiments_by_uid ON experiments(uid);
+     ALTER TABLE system ADD COLUMN kernel_build TEXT NOT NULL DEFAULT '';
+     ALTER TABLE system ADD COLUMN pmlab_version TEXT NOT NULL DEFAULT '';",
 ];
 
 /// The schema version this build writes.
@@ -246,6 +253,8 @@ pub struct NewRun {
 #[derive(Debug, Clone, Serialize)]
 pub struct ExperimentInfo {
     pub id: i64,
+    /// Stays with the experiment when it is copied to another store (remote runs, bundles).
+    pub uid: String,
     pub kind: String,
     pub name: String,
     pub command: String,
@@ -447,41 +456,7 @@ impl Store {
     /// Open (or create) a store. A file that is not a pmlab store is refused before anything
     /// is written to it; an older schema is migrated.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let io = |source| StoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let not_store = |why: &str| StoreError::NotAStore {
-            path: path.to_path_buf(),
-            why: why.to_string(),
-        };
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => return Err(not_store("a directory")),
-            Ok(m) if m.len() > 0 => {
-                let mut header = [0u8; 100];
-                let mut f = std::fs::File::open(path).map_err(io)?;
-                let mut got = 0;
-                while got < header.len() {
-                    let n = f.read(&mut header[got..]).map_err(io)?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n;
-                }
-                if got < 100 || &header[..16] != b"SQLite format 3\0" {
-                    return Err(not_store("not an SQLite database"));
-                }
-                let app = i32::from_be_bytes([header[68], header[69], header[70], header[71]]);
-                if app != APPLICATION_ID {
-                    return Err(not_store(&format!(
-                        "an SQLite database with application id {app:#x}, not pmlab's"
-                    )));
-                }
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(e)),
-        }
+        check_file(path, false)?;
         let sql = |source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -625,8 +600,8 @@ impl Store {
             .map_err(sql)?;
         tx.execute(
             "INSERT INTO experiments(kind, name, command, created_ns, status, seed, target_ci, max_runs, max_time_s,
-                                     reference, spec_json, owner_pid, owner_start)
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                     reference, spec_json, owner_pid, owner_start, uid)
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 experiment.kind.as_str(),
                 experiment.name,
@@ -640,6 +615,7 @@ impl Store {
                 spec_json,
                 pid as i64,
                 process_start(pid).map(|s| s as i64),
+                new_uid(),
             ],
         )
         .map_err(sql)?;
@@ -673,8 +649,8 @@ impl Store {
         }
         tx.execute(
             "INSERT INTO system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json,
-                                hostname, boot_id, cpuidle_driver)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                hostname, boot_id, cpuidle_driver, kernel_build, pmlab_version)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 id,
                 system.kernel_release,
@@ -686,6 +662,8 @@ impl Store {
                 system.hostname,
                 system.boot_id,
                 system.cpuidle_driver,
+                system.kernel_build,
+                system.pmlab_version,
             ],
         )
         .map_err(sql)?;
@@ -789,6 +767,7 @@ impl Store {
         }
         Ok(ExperimentInfo {
             id: row.get("id")?,
+            uid: row.get::<_, Option<String>>("uid")?.unwrap_or_default(),
             kind: row.get("kind")?,
             name: row.get("name")?,
             command: row.get("command")?,
@@ -975,7 +954,7 @@ impl Store {
             .conn
             .query_row(
                 "SELECT kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json, hostname, boot_id,
-                 cpuidle_driver FROM system WHERE experiment_id = ?1",
+                 cpuidle_driver, kernel_build, pmlab_version FROM system WHERE experiment_id = ?1",
                 params![id],
                 |r| {
                     let knobs_json: String = r.get(5)?;
@@ -989,6 +968,8 @@ impl Store {
                         hostname: r.get(6)?,
                         boot_id: r.get(7)?,
                         cpuidle_driver: r.get(8)?,
+                        kernel_build: r.get(9)?,
+                        pmlab_version: r.get(10)?,
                     })
                 },
             )
@@ -1003,6 +984,294 @@ impl Store {
             swept,
         })
     }
+}
+
+/// What [`Store::import`] did with one experiment of the source store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Imported {
+    /// Its id in the source store.
+    pub source_id: i64,
+    /// Its id here; `None`: this store already held it (same uid), nothing was written.
+    pub id: Option<i64>,
+    pub uid: String,
+}
+
+impl Store {
+    /// Copy experiments (all, or those `only` names by id) of the store at `source` into
+    /// this one with fresh ids, in one transaction; experiments this store already holds
+    /// (same uid) are skipped, so importing twice changes nothing. `trace` gives each copied
+    /// run's new trace path from (new experiment id, source path); `None` drops it. The
+    /// source is only read; an older source is migrated in a temporary copy.
+    pub fn import(
+        &mut self,
+        source: &Path,
+        only: Option<&[i64]>,
+        trace: &mut dyn FnMut(i64, &str) -> Option<String>,
+    ) -> Result<Vec<Imported>, StoreError> {
+        let src_err = |source_err| StoreError::Sqlite {
+            path: source.to_path_buf(),
+            source: source_err,
+        };
+        // Checks the header and version; never writes to `source` unless it needs migrating,
+        // and then a copy is migrated instead.
+        check_file(source, true)?;
+        let version = {
+            let c = Connection::open_with_flags(source, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map_err(src_err)?;
+            c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+                .map_err(src_err)?
+        };
+        let _migrated;
+        let source = if version < SCHEMA_VERSION {
+            let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
+                path: source.to_path_buf(),
+                source: e,
+            })?;
+            let copy = dir.path().join("source.db");
+            std::fs::copy(source, &copy).map_err(|e| StoreError::Io {
+                path: source.to_path_buf(),
+                source: e,
+            })?;
+            Store::open(&copy)?;
+            _migrated = dir;
+            copy
+        } else if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: source.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        } else {
+            source.to_path_buf()
+        };
+        let uri = format!(
+            "file:{}?mode=ro",
+            source
+                .display()
+                .to_string()
+                .replace('%', "%25")
+                .replace('?', "%3f")
+                .replace('#', "%23")
+        );
+        let path = self.path.clone();
+        let sql = |e| StoreError::Sqlite {
+            path: path.clone(),
+            source: e,
+        };
+        self.conn
+            .execute("ATTACH DATABASE ?1 AS src", params![uri])
+            .map_err(sql)?;
+        let result = copy_attached(&mut self.conn, only, trace).map_err(sql);
+        let detached = self.conn.execute_batch("DETACH DATABASE src").map_err(sql);
+        let imported = result?;
+        detached?;
+        Ok(imported)
+    }
+
+    /// Replace an experiment's system snapshot (its machine identity); for tools and tests
+    /// that line up runs across kernels.
+    pub fn set_system(&mut self, id: i64, system: &SystemSnapshot) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE system SET kernel_release = ?2, cmdline = ?3, cpu_model = ?4, cpus = ?5,
+                    virtualization = ?6, knobs_json = ?7, hostname = ?8, boot_id = ?9,
+                    cpuidle_driver = ?10, kernel_build = ?11, pmlab_version = ?12
+                 WHERE experiment_id = ?1",
+                params![
+                    id,
+                    system.kernel_release,
+                    system.cmdline,
+                    system.cpu_model,
+                    system.cpus,
+                    system.virtualization,
+                    serde_json::to_string(&system.knobs).expect("knobs serialise"),
+                    system.hostname,
+                    system.boot_id,
+                    system.cpuidle_driver,
+                    system.kernel_build,
+                    system.pmlab_version,
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        if n == 0 {
+            return Err(StoreError::NoSuchExperiment {
+                path: self.path.clone(),
+                id,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The body of [`Store::import`], with the source attached as `src`.
+fn copy_attached(
+    conn: &mut Connection,
+    only: Option<&[i64]>,
+    trace: &mut dyn FnMut(i64, &str) -> Option<String>,
+) -> rusqlite::Result<Vec<Imported>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let experiments: Vec<(i64, String)> = {
+        let mut st = tx.prepare("SELECT id, uid FROM src.experiments ORDER BY id")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut out = Vec::new();
+    for (old, uid) in experiments {
+        if only.is_some_and(|ids| !ids.contains(&old)) {
+            continue;
+        }
+        let held: bool = tx.query_row(
+            "SELECT EXISTS(SELECT 1 FROM main.experiments WHERE uid = ?1)",
+            params![uid],
+            |r| r.get(0),
+        )?;
+        if held {
+            out.push(Imported {
+                source_id: old,
+                id: None,
+                uid,
+            });
+            continue;
+        }
+        // Owner columns stay empty: the source's process is not one of this machine's.
+        tx.execute(
+            "INSERT INTO main.experiments(kind, name, command, created_ns, finished_ns, status, stop_reason, seed,
+                 target_ci, max_runs, max_time_s, reference, spec_json, uid)
+             SELECT kind, name, command, created_ns, finished_ns, status, stop_reason, seed, target_ci, max_runs,
+                 max_time_s, reference, spec_json, uid FROM src.experiments WHERE id = ?1",
+            params![old],
+        )?;
+        let new = tx.last_insert_rowid();
+        tx.execute(
+            "INSERT INTO main.system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization,
+                 knobs_json, hostname, boot_id, cpuidle_driver, kernel_build, pmlab_version)
+             SELECT ?2, kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json, hostname, boot_id,
+                 cpuidle_driver, kernel_build, pmlab_version FROM src.system WHERE experiment_id = ?1",
+            params![old, new],
+        )?;
+        let mut configurations = std::collections::HashMap::new();
+        let rows: Vec<i64> = {
+            let mut st =
+                tx.prepare("SELECT id FROM src.configurations WHERE experiment_id = ?1")?;
+            let r = st.query_map(params![old], |r| r.get(0))?;
+            r.collect::<Result<_, _>>()?
+        };
+        for cid in rows {
+            tx.execute(
+                "INSERT INTO main.configurations(experiment_id, position, label)
+                 SELECT ?2, position, label FROM src.configurations WHERE id = ?1",
+                params![cid, new],
+            )?;
+            let ncid = tx.last_insert_rowid();
+            tx.execute(
+                "INSERT INTO main.knobs(configuration_id, position, name, value)
+                 SELECT ?2, position, name, value FROM src.knobs WHERE configuration_id = ?1",
+                params![cid, ncid],
+            )?;
+            configurations.insert(cid, ncid);
+        }
+        let mut workloads = std::collections::HashMap::new();
+        let rows: Vec<i64> = {
+            let mut st = tx.prepare("SELECT id FROM src.workloads WHERE experiment_id = ?1")?;
+            let r = st.query_map(params![old], |r| r.get(0))?;
+            r.collect::<Result<_, _>>()?
+        };
+        for wid in rows {
+            tx.execute(
+                "INSERT INTO main.workloads(experiment_id, position, label, argv_json)
+                 SELECT ?2, position, label, argv_json FROM src.workloads WHERE id = ?1",
+                params![wid, new],
+            )?;
+            workloads.insert(wid, tx.last_insert_rowid());
+        }
+        type RunRow = (i64, i64, i64, Option<String>);
+        let runs: Vec<RunRow> = {
+            let mut st = tx.prepare(
+                "SELECT id, configuration_id, workload_id, trace_path FROM src.runs WHERE experiment_id = ?1 ORDER BY id",
+            )?;
+            let r = st.query_map(params![old], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
+            r.collect::<Result<_, _>>()?
+        };
+        for (rid, cid, wid, path) in runs {
+            let path = path.and_then(|p| trace(new, &p));
+            tx.execute(
+                "INSERT INTO main.runs(experiment_id, configuration_id, workload_id, round, position, warmup,
+                     started_ns, duration_ns, status, error, trace_path)
+                 SELECT ?2, ?3, ?4, round, position, warmup, started_ns, duration_ns, status, error, ?5
+                 FROM src.runs WHERE id = ?1",
+                params![
+                    rid,
+                    new,
+                    configurations.get(&cid).copied().unwrap_or(cid),
+                    workloads.get(&wid).copied().unwrap_or(wid),
+                    path
+                ],
+            )?;
+            let nrid = tx.last_insert_rowid();
+            tx.execute(
+                "INSERT INTO main.metrics(run_id, position, name, value, unit, direction, side, cpu)
+                 SELECT ?2, position, name, value, unit, direction, side, cpu FROM src.metrics WHERE run_id = ?1",
+                params![rid, nrid],
+            )?;
+        }
+        out.push(Imported {
+            source_id: old,
+            id: Some(new),
+            uid,
+        });
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Refuse `path` unless it is a pmlab store, or (unless `must_exist`) empty or missing;
+/// reads the SQLite header only.
+fn check_file(path: &Path, must_exist: bool) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_store = |why: &str| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(not_store("a directory")),
+        Ok(m) if m.len() > 0 => {
+            let mut header = [0u8; 100];
+            let mut f = std::fs::File::open(path).map_err(io)?;
+            let mut got = 0;
+            while got < header.len() {
+                let n = f.read(&mut header[got..]).map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            if got < 100 || &header[..16] != b"SQLite format 3\0" {
+                return Err(not_store("not an SQLite database"));
+            }
+            let app = i32::from_be_bytes([header[68], header[69], header[70], header[71]]);
+            if app != APPLICATION_ID {
+                return Err(not_store(&format!(
+                    "an SQLite database with application id {app:#x}, not pmlab's"
+                )));
+            }
+        }
+        Ok(_) if must_exist => return Err(not_store("an empty file")),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {}
+        Err(e) => return Err(io(e)),
+    }
+    Ok(())
+}
+
+/// A fresh experiment uid: 128 random bits in hex.
+fn new_uid() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 /// Configurations and workloads of a stored experiment, as spec values.
@@ -1066,6 +1335,117 @@ mod tests {
             side_metrics: vec![Metric::new("idle.exits", 5.0, "1/s", Direction::Neutral)],
             trace_path: None,
         }
+    }
+
+    /// A store with one experiment of two runs (the second traced); returns its id.
+    fn filled(path: &Path, kernel: &str) -> i64 {
+        let mut s = Store::open(path).unwrap();
+        let sys = SystemSnapshot {
+            kernel_release: kernel.into(),
+            hostname: "target".into(),
+            kernel_build: "#1 SMP".into(),
+            ..Default::default()
+        };
+        let ids = s
+            .create_experiment(&experiment(), &Budget::default(), "pmlab compare", &sys)
+            .unwrap();
+        s.insert_run(&run(&ids, 0, 10.0, RunStatus::Ok)).unwrap();
+        let mut traced = run(&ids, 1, 12.0, RunStatus::Ok);
+        traced.trace_path = Some("/remote/t.dat".into());
+        s.insert_run(&traced).unwrap();
+        s.finish_experiment(ids.experiment, ExperimentStatus::Complete, "done")
+            .unwrap();
+        ids.experiment
+    }
+
+    #[test]
+    fn import_copies_experiments_once_with_new_ids_and_relocated_traces() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.db");
+        let first = filled(&src, "6.18");
+        let second = filled(&src, "6.19");
+        let dst_path = dir.path().join("dst.db");
+        let local = filled(&dst_path, "6.1");
+        let mut dst = Store::open(&dst_path).unwrap();
+        let mut seen = Vec::new();
+        let got = dst
+            .import(&src, None, &mut |id, p| {
+                seen.push((id, p.to_string()));
+                Some(format!("/here/{id}.dat"))
+            })
+            .unwrap();
+        assert_eq!(got.len(), 2);
+        let new: Vec<i64> = got.iter().map(|i| i.id.unwrap()).collect();
+        assert!(new.iter().all(|&id| id != local), "fresh ids: {new:?}");
+        assert_eq!(
+            seen,
+            vec![
+                (new[0], "/remote/t.dat".to_string()),
+                (new[1], "/remote/t.dat".to_string())
+            ]
+        );
+        let source = Store::open(&src).unwrap();
+        for (i, &old) in [first, second].iter().enumerate() {
+            let a = source.load(old).unwrap();
+            let b = dst.load(new[i]).unwrap();
+            assert_eq!(a.info.uid, b.info.uid);
+            assert_eq!(b.info.status, ExperimentStatus::Complete);
+            assert_eq!(a.system, b.system);
+            assert_eq!(b.configurations[1].knobs, vec!["x.y=1", "z@1=2"]);
+            assert_eq!(b.samples(0, 1, "t"), vec![12.0]);
+            assert_eq!(
+                b.runs[1].trace_path.as_deref(),
+                Some(format!("/here/{}.dat", new[i]).as_str())
+            );
+            assert_eq!(b.runs.iter().map(|r| r.metrics.len()).sum::<usize>(), 4);
+        }
+        assert_eq!(
+            dst.load(new[1]).unwrap().system.unwrap().kernel_release,
+            "6.19"
+        );
+        // Again: everything is already here.
+        let again = dst.import(&src, None, &mut |_, _| None).unwrap();
+        assert!(again.iter().all(|i| i.id.is_none()), "{again:?}");
+        assert_eq!(dst.list().unwrap().len(), 3);
+        // One experiment only, into a fresh store.
+        let one_path = dir.path().join("one.db");
+        let mut one = Store::open(&one_path).unwrap();
+        let got = one.import(&src, Some(&[second]), &mut |_, _| None).unwrap();
+        assert_eq!(got.len(), 1);
+        let e = one.load(got[0].id.unwrap()).unwrap();
+        assert_eq!(e.runs[1].trace_path, None);
+    }
+
+    #[test]
+    fn import_refuses_what_is_not_a_store_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dst_path = dir.path().join("dst.db");
+        filled(&dst_path, "6.1");
+        let mut dst = Store::open(&dst_path).unwrap();
+        let text = dir.path().join("notes.txt");
+        std::fs::write(&text, "hello").unwrap();
+        for bad in [
+            text,
+            dir.path().join("missing.db"),
+            dir.path().to_path_buf(),
+        ] {
+            let e = dst.import(&bad, None, &mut |_, _| None).unwrap_err();
+            assert!(e.to_string().contains(&bad.display().to_string()), "{e}");
+        }
+        assert_eq!(dst.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn set_system_changes_the_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let id = filled(&path, "6.18");
+        let mut s = Store::open(&path).unwrap();
+        let mut sys = s.load(id).unwrap().system.unwrap();
+        sys.kernel_release = "6.19-rc1".into();
+        s.set_system(id, &sys).unwrap();
+        assert_eq!(s.load(id).unwrap().system.unwrap(), sys);
+        assert!(s.set_system(id + 100, &sys).is_err());
     }
 
     #[test]

@@ -23,6 +23,13 @@ pub struct SystemSnapshot {
     /// the arch default and polling knobs have no effect; empty: not recorded).
     #[serde(default)]
     pub cpuidle_driver: String,
+    /// `uname -v`: the kernel's build (number, date, options), to tell two builds of one
+    /// release apart.
+    #[serde(default)]
+    pub kernel_build: String,
+    /// The pmlab that took the snapshot.
+    #[serde(default)]
+    pub pmlab_version: String,
 }
 
 impl SystemSnapshot {
@@ -48,6 +55,8 @@ impl SystemSnapshot {
                 .driver
                 .into_value()
                 .unwrap_or_else(|| "none".into()),
+            kernel_build: text(kernel.version),
+            pmlab_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
 }
@@ -55,6 +64,19 @@ impl SystemSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_of_this_machine() {
+        let s = SystemSnapshot::read(Path::new("/"));
+        let file = |p: &str| std::fs::read_to_string(p).unwrap().trim().to_string();
+        assert_eq!(s.boot_id, file("/proc/sys/kernel/random/boot_id"));
+        assert_eq!(s.hostname, file("/proc/sys/kernel/hostname"));
+        assert_eq!(s.kernel_release, file("/proc/sys/kernel/osrelease"));
+        assert_eq!(s.kernel_build, file("/proc/sys/kernel/version"));
+        assert_eq!(s.cmdline, file("/proc/cmdline"));
+        assert_eq!(s.pmlab_version, env!("CARGO_PKG_VERSION"));
+        assert!(!s.cpu_model.is_empty());
+    }
 
     #[test]
     fn reads_a_fake_tree() {

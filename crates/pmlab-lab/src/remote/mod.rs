@@ -5,10 +5,8 @@
 //! passwordless `sudo`) and whether this very binary is already there; only then is
 //! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
 
-mod identity;
 mod ssh;
 
-pub use identity::Identity;
 pub use ssh::SshSays;
 
 use sha2::{Digest, Sha256};
@@ -406,10 +404,12 @@ pub fn repair_dead_journals() {
     if !dir.is_dir() {
         return;
     }
+    let host =
+        pmlab_kernel::sysinfo::kernel::hostname(&pmlab_kernel::Root::system()).unwrap_or_default();
     match pmlab_kernel::knob::journal::sweep(&dir, false) {
         Ok(lines) => {
             for l in lines {
-                eprintln!("pmlab: on {}: {l}", identity::hostname());
+                eprintln!("pmlab: on {host}: {l}");
             }
         }
         Err(e) => eprintln!("pmlab: warning: repairing leftover journals: {e}"),
