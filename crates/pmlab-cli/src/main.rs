@@ -55,6 +55,21 @@ enum Command {
 }
 
 impl Command {
+    /// How the command runs on a `--host` target (`None`: it reads local files only).
+    fn remote_job(&self) -> Option<cmd::remote::Job> {
+        use cmd::remote::Job;
+        match self {
+            Command::Info(_) | Command::Knob(_) | Command::Run(_) => Some(Job::prints()),
+            Command::Compare(a) => Some(Job::stores(&a.opts.db)),
+            Command::Sweep(a) => Some(Job::stores(&a.opts.db)),
+            Command::RunSpec(a) => Some(a.remote_job()),
+            Command::Hotplug(a) => Some(a.remote_job()),
+            Command::Study(a) => Some(a.remote_job()),
+            Command::Record(a) => Some(a.remote_job()),
+            _ => None,
+        }
+    }
+
     /// Whether the command only reads (traces, the store, the machine's state): such a
     /// command may die of SIGPIPE when its reader goes away.
     fn only_reads(&self) -> bool {
@@ -89,7 +104,8 @@ fn main() {
         _ if cli.remote.host.is_some() => {
             use clap::CommandFactory;
             let m = Cli::command().get_matches();
-            cmd::remote::run(&cli.remote, m.subcommand_name().unwrap_or_default())
+            let job = cli.command.remote_job();
+            cmd::remote::run(&cli.remote, m.subcommand_name().unwrap_or_default(), job)
         }
         Command::Info(a) => cmd::info::run(a),
         Command::Knob(a) => cmd::knob::run(a),

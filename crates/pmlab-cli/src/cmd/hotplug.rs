@@ -54,6 +54,17 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// On a --host target: the sessions come back into --db (unless --no-store).
+    pub fn remote_job(&self) -> super::remote::Job {
+        if self.no_store {
+            super::remote::Job::prints()
+        } else {
+            super::remote::Job::stores(&self.db)
+        }
+    }
+}
+
 struct Bar(Option<ProgressBar>);
 
 impl Progress for Bar {

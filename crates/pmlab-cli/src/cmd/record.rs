@@ -122,6 +122,21 @@ fn print_summary(s: &RecordSummary) {
     }
 }
 
+impl Args {
+    /// On a --host target: the recording comes back to -o.
+    pub fn remote_job(&self) -> super::remote::Job {
+        super::remote::Job {
+            strip_long: &["--output"],
+            strip_short: &['o'],
+            bring: Some(pmlab_lab::remote::Bring {
+                files: vec![("trace.dat".into(), self.output.clone())],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let duration = match &args.duration {
         Some(d) => {

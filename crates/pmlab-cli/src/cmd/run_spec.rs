@@ -401,6 +401,16 @@ pub struct Args {
     pub opts: ExperimentOpts,
 }
 
+impl Args {
+    /// On a --host target: the spec file goes along, the runs come back into --db.
+    pub fn remote_job(&self) -> super::remote::Job {
+        super::remote::Job {
+            push: Some((self.file.clone(), "spec.toml".into())),
+            ..super::remote::Job::stores(&self.opts.db)
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;

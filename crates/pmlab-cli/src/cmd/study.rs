@@ -52,6 +52,24 @@ pub struct Args {
     pub simulate: bool,
 }
 
+impl Args {
+    /// On a --host target: the experiments come back into --db, the report directory to
+    /// --out (or, under its own name, here).
+    pub fn remote_job(&self) -> super::remote::Job {
+        let mut job = super::remote::Job::stores(&self.db);
+        job.strip_long = &["--db", "--out"];
+        let bring = job.bring.as_mut().expect("stores brings");
+        match &self.out {
+            Some(out) => {
+                job.add = vec!["--out".into(), "study".into()];
+                bring.files.push(("study".into(), out.clone()));
+            }
+            None => bring.rest = Some(PathBuf::from(".")),
+        }
+        job
+    }
+}
+
 struct CliHost {
     lab: Lab,
     db: PathBuf,

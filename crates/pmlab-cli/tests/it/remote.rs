@@ -402,3 +402,160 @@ fn next_command_repairs_a_killed_remote_pmlabs_journal() {
     assert_eq!(std::fs::read_to_string(RCU).unwrap(), before, "{err}");
     assert!(err.contains("rcu.expedited"), "the repair is said: {err}");
 }
+
+/// `results list --json` of a local store.
+fn stored(db: &Path) -> Vec<serde_json::Value> {
+    let out = stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(db)
+            .args(["list", "--json"]),
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+/// `-H ... compare --trace` stores its runs in the local store, with the target's identity
+/// and its traces beside the local store; a second experiment lands beside the first.
+#[test]
+fn compare_on_the_target_stores_its_runs_and_traces_here() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("local.db");
+    let args = |c: &mut assert_cmd::Command| {
+        c.arg("compare")
+            .arg("--db")
+            .arg(&db)
+            .args([
+                "--a",
+                "",
+                "--b",
+                "",
+                "--max-runs",
+                "6",
+                "--trace",
+                "--format",
+                "json",
+            ])
+            .args(["idle", "--duration", "2s"]);
+    };
+    let mut c = sshd.pmlab();
+    args(&mut c);
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("experiment 1 is experiment 1 in"), "{err}");
+    let list = stored(&db);
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["runs"], 6);
+    let e: serde_json::Value = serde_json::from_str(&stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&db)
+            .args(["export", "1", "--format", "json"]),
+    ))
+    .unwrap();
+    let sys = &e["system"];
+    let file = |p: &str| std::fs::read_to_string(p).unwrap().trim().to_string();
+    assert_eq!(sys["hostname"], file("/proc/sys/kernel/hostname"));
+    assert_eq!(sys["boot_id"], file("/proc/sys/kernel/random/boot_id"));
+    assert_eq!(sys["kernel_build"], file("/proc/sys/kernel/version"));
+    assert_eq!(sys["pmlab_version"], env!("CARGO_PKG_VERSION"));
+    let traces: Vec<&str> = e["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["trace_path"].as_str())
+        .collect();
+    assert!(traces.len() >= 6, "{traces:?}");
+    for t in &traces {
+        let p = Path::new(t);
+        assert!(
+            p.starts_with(dir.path().join("local.db.traces/experiment-1")),
+            "{t}"
+        );
+        assert!(std::fs::metadata(p).unwrap().len() > 4096, "{t}");
+    }
+    // Nothing is left in the target's work directories.
+    let left: Vec<_> = sshd
+        .pushed()
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+        })
+        .filter(|n| n.to_string_lossy().starts_with("run."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The stored traces analyse here.
+    stdout_of(pmlab().arg("analyze").arg(traces[0]));
+}
+
+/// `-H ... record` brings the trace back to -o; it reads the same with `pmlab dump` as with
+/// `trace-cmd report` (the target is this machine, so its trace-cmd is the target's).
+#[test]
+fn record_on_the_target_brings_the_trace_back() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    if Command::new("trace-cmd").arg("--version").output().is_err() {
+        println!("skipped: trace-cmd is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("remote.dat");
+    let out = sshd
+        .pmlab()
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(["--duration", "1s", "-e", "sched", "-e", "irq"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = crate::trace::assert_dump_matches_trace_cmd(&file);
+    assert!(n > 0);
+}
+
+/// `-H ... run-spec FILE`: the local spec file goes to the target; a missing one is refused
+/// before anything runs there.
+#[test]
+fn run_spec_on_the_target_takes_the_local_spec() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"remote-spec\"\n[[configuration]]\nlabel = \"found\"\n[[configuration]]\nlabel = \"again\"\n\
+         [[workload]]\nrun = \"idle --duration 500ms\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("r.db");
+    stdout_of(
+        sshd.pmlab()
+            .arg("run-spec")
+            .arg(&spec)
+            .arg("--db")
+            .arg(&db)
+            .args(["--max-runs", "6"]),
+    );
+    let list = stored(&db);
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["name"], "remote-spec");
+    refused(
+        sshd.pmlab()
+            .arg("run-spec")
+            .arg(dir.path().join("missing.toml"))
+            .arg("--db")
+            .arg(&db),
+        "missing.toml",
+    );
+    assert_eq!(stored(&db).len(), 1);
+}

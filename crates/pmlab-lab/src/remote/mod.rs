@@ -6,8 +6,10 @@
 //! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
 
 mod ssh;
+mod workdir;
 
 pub use ssh::SshSays;
+pub use workdir::{Bring, Brought, REMOTE_DB};
 
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
@@ -92,6 +94,26 @@ pub enum RemoteError {
     SelfExe(#[source] std::io::Error),
     #[error("running ssh")]
     Spawn(#[source] std::io::Error),
+    #[error("{host}: making or filling a work directory failed")]
+    Workdir {
+        host: String,
+        #[source]
+        ssh: SshSays,
+    },
+    #[error("{host}: bringing back the results failed")]
+    Fetch {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", .path.display())]
+    Local {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("importing the target's results")]
+    Import(#[from] crate::store::StoreError),
 }
 
 /// Where to connect: what `-H/--host`, `-U/--user`, `-K/--key` say.
@@ -321,9 +343,17 @@ impl Remote {
         &self.binary
     }
 
-    /// The remote command line running pmlab with `args` (shell-quoted for ssh).
-    fn command_line(&self, args: &[OsString]) -> String {
-        let mut words: Vec<String> = Vec::with_capacity(args.len() + 3);
+    /// The remote command line running pmlab with `args` (shell-quoted for ssh), in
+    /// directory `cwd` when given.
+    fn command_line(&self, cwd: Option<&str>, args: &[OsString]) -> String {
+        let mut words: Vec<String> = Vec::with_capacity(args.len() + 6);
+        if let Some(dir) = cwd {
+            words.extend([
+                "cd".into(),
+                shell_words::quote(dir).into_owned(),
+                "&&".into(),
+            ]);
+        }
         words.push("exec".into());
         if self.privilege == Privilege::Sudo {
             words.extend(["sudo".into(), "-n".into()]);
@@ -343,7 +373,12 @@ impl Remote {
     /// pipe held open until the command ends: when this side or the connection goes away,
     /// the remote pmlab reads EOF and stops as on SIGHUP, restoring its knobs by itself.
     pub fn run(&self, args: &[OsString]) -> Result<ExitStatus, RemoteError> {
-        let mut child = ssh::command(&self.target, &self.command_line(args))
+        self.run_in(None, args)
+    }
+
+    /// [`Remote::run`] in directory `cwd` on the target.
+    fn run_in(&self, cwd: Option<&str>, args: &[OsString]) -> Result<ExitStatus, RemoteError> {
+        let mut child = ssh::command(&self.target, &self.command_line(cwd, args))
             .stdin(Stdio::piped())
             .spawn()
             .map_err(RemoteError::Spawn)?;
@@ -359,7 +394,7 @@ impl Remote {
 
     /// Run pmlab on the target with `args` and capture its output.
     pub fn output(&self, args: &[OsString]) -> Result<Output, RemoteError> {
-        let out = ssh::command(&self.target, &self.command_line(args))
+        let out = ssh::command(&self.target, &self.command_line(None, args))
             .stdin(Stdio::null())
             .output()
             .map_err(RemoteError::Spawn)?;
