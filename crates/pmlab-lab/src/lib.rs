@@ -6,6 +6,7 @@ pub mod export;
 pub mod hotplug;
 pub mod html;
 pub mod lab;
+pub mod lineup;
 pub mod machine;
 pub mod protocol;
 pub mod recording;

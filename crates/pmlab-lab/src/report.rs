@@ -435,62 +435,87 @@ impl Report {
         b: &StoredExperiment,
         side: &SideSelection,
     ) -> Result<Report, String> {
-        let mut pairs: Vec<(usize, usize)> = Vec::new();
-        if a.workloads.len() == 1 && b.workloads.len() == 1 {
-            pairs.push((0, 0));
+        let mut r = Report::lined_up(
+            &[
+                (format!("#{}", a.info.id), a),
+                (format!("#{}", b.info.id), b),
+            ],
+            side,
+        )?;
+        r.header.title = format!("experiments {} vs {}", a.info.id, b.info.id);
+        r.header.name = format!("{} / {}", a.info.name, b.info.name);
+        r.header.status = format!("{} / {}", a.info.status.as_str(), b.info.status.as_str());
+        Ok(r)
+    }
+
+    /// The same experiment run on different kernels or hosts: `groups` are (label, the
+    /// runs of one kernel or host pooled into one experiment), the first the baseline; every
+    /// configuration of each later group is compared with the baseline's of the same label.
+    pub fn lined_up(
+        groups: &[(String, &StoredExperiment)],
+        side: &SideSelection,
+    ) -> Result<Report, String> {
+        let Some(((_, a), rest)) = groups.split_first() else {
+            return Err("nothing to compare".into());
+        };
+        let mut pairs: Vec<Vec<usize>> = Vec::new();
+        if groups.iter().all(|(_, e)| e.workloads.len() == 1) {
+            pairs.push(vec![0; groups.len()]);
         } else {
-            for (i, w) in a.workloads.iter().enumerate() {
-                if let Some(j) = b.workloads.iter().position(|x| x.label == w.label) {
-                    pairs.push((i, j));
-                }
+            for w in &a.workloads {
+                let found: Option<Vec<usize>> = groups
+                    .iter()
+                    .map(|(_, e)| e.workloads.iter().position(|x| x.label == w.label))
+                    .collect();
+                pairs.extend(found);
             }
         }
         if pairs.is_empty() {
+            let ids: Vec<String> = groups.iter().map(|(_, e)| e.info.id.to_string()).collect();
             return Err(format!(
-                "experiments {} and {} have no workload in common",
-                a.info.id, b.info.id
+                "experiments {} have no workload in common",
+                ids.join(" and ")
             ));
         }
         let mut workloads = Vec::new();
         let mut notes = Vec::new();
-        for (wa, wb) in pairs {
+        for ws in pairs {
+            let wa = ws[0];
             let primary = a.primary_metric(wa);
-            if let (Some(pa), Some(pb)) = (&primary, b.primary_metric(wb)) {
-                if pa.key() != pb.key() {
-                    return Err(format!(
-                        "primary metrics differ: {} vs {}",
-                        pa.label(),
-                        pb.label()
-                    ));
+            for ((_, b), &wb) in rest.iter().zip(&ws[1..]) {
+                if let (Some(pa), Some(pb)) = (&primary, b.primary_metric(wb)) {
+                    if pa.key() != pb.key() {
+                        return Err(format!(
+                            "primary metrics differ: {} vs {}",
+                            pa.label(),
+                            pb.label()
+                        ));
+                    }
                 }
             }
             let mut keys = a.metric_keys(wa);
-            keys.retain(|k| b.metric_keys(wb).iter().any(|x| x.key() == k.key()));
+            for ((_, b), &wb) in rest.iter().zip(&ws[1..]) {
+                keys.retain(|k| b.metric_keys(wb).iter().any(|x| x.key() == k.key()));
+            }
             let side_keys = side.pick(&keys);
             let mut sources: Vec<Source> = Vec::new();
-            for (c, conf) in a.configurations.iter().enumerate() {
-                sources.push(Source {
-                    experiment: a,
-                    workload: wa,
-                    configuration: c,
-                    label: format!("#{} {}", a.info.id, conf.label),
-                });
-            }
-            let n_a = sources.len();
-            let mut baselines: Vec<Option<usize>> = vec![None; n_a];
-            for (c, conf) in b.configurations.iter().enumerate() {
-                sources.push(Source {
-                    experiment: b,
-                    workload: wb,
-                    configuration: c,
-                    label: format!("#{} {}", b.info.id, conf.label),
-                });
-                let matched = a
-                    .configurations
-                    .iter()
-                    .position(|x| x.label == conf.label)
-                    .unwrap_or(a.info.reference.min(n_a - 1));
-                baselines.push(Some(matched));
+            let mut baselines: Vec<Option<usize>> = Vec::new();
+            let n_a = a.configurations.len();
+            for (g, ((label, e), &w)) in groups.iter().zip(&ws).enumerate() {
+                for (c, conf) in e.configurations.iter().enumerate() {
+                    sources.push(Source {
+                        experiment: e,
+                        workload: w,
+                        configuration: c,
+                        label: format!("{label} {}", conf.label),
+                    });
+                    baselines.push((g > 0).then(|| {
+                        a.configurations
+                            .iter()
+                            .position(|x| x.label == conf.label)
+                            .unwrap_or(a.info.reference.min(n_a - 1))
+                    }));
+                }
             }
             let rows = build_rows(&sources, &baselines, primary.as_ref(), &side_keys);
             notes.extend(notes_for(
@@ -506,29 +531,41 @@ impl Report {
                 knee: None,
             });
         }
-        let (sa, sb) = (
-            a.system.clone().unwrap_or_default(),
-            b.system.clone().unwrap_or_default(),
-        );
-        if sa.kernel_release != sb.kernel_release {
-            notes.push(format!(
-                "kernels differ: {} vs {}",
-                sa.kernel_release, sb.kernel_release
-            ));
-        } else if sa.boot_id != sb.boot_id {
-            notes.push("recorded on different boots of the same kernel".into());
+        let systems: Vec<_> = groups
+            .iter()
+            .map(|(_, e)| e.system.clone().unwrap_or_default())
+            .collect();
+        let sa = &systems[0];
+        for sb in &systems[1..] {
+            if sa.kernel_release != sb.kernel_release {
+                notes.push(format!(
+                    "kernels differ: {} vs {}",
+                    sa.kernel_release, sb.kernel_release
+                ));
+            } else if sa.kernel_build != sb.kernel_build {
+                notes.push(format!(
+                    "builds of kernel {} differ: {} vs {}",
+                    sa.kernel_release, sa.kernel_build, sb.kernel_build
+                ));
+            } else if sa.boot_id != sb.boot_id {
+                notes.push("recorded on different boots of the same kernel".into());
+            }
         }
         let mut header = header_of(a);
-        header.title = format!("experiments {} vs {}", a.info.id, b.info.id);
-        header.ids = vec![a.info.id, b.info.id];
-        header.runs = a.info.runs + b.info.runs;
-        header.failed_runs = a.info.failed_runs + b.info.failed_runs;
-        header.status = format!("{} / {}", a.info.status.as_str(), b.info.status.as_str());
+        let labels: Vec<&str> = groups.iter().map(|(l, _)| l.as_str()).collect();
+        header.title = labels.join(" vs ");
+        header.ids = groups.iter().map(|(_, e)| e.info.id).collect();
+        header.runs = groups.iter().map(|(_, e)| e.info.runs).sum();
+        header.failed_runs = groups.iter().map(|(_, e)| e.info.failed_runs).sum();
+        header.status = groups
+            .iter()
+            .map(|(_, e)| e.info.status.as_str())
+            .collect::<Vec<_>>()
+            .join(" / ");
         header.stop_reason = String::new();
-        header.name = format!("{} / {}", a.info.name, b.info.name);
         Ok(Report {
             header,
-            systems: vec![sa, sb],
+            systems,
             workloads,
             notes,
         })

@@ -4,6 +4,7 @@
 use super::run_spec::FormatArg;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use pmlab_lab::lineup::{self, LineUpBy};
 use pmlab_lab::report::{Report, SideSelection};
 use pmlab_lab::store::{format_time, Store, StoredExperiment};
 use std::io::Write;
@@ -53,15 +54,22 @@ pub enum Sub {
         runs: bool,
     },
     /// Compare two experiments: each configuration of the second against the same label
-    /// in the first (or against the first's reference).
+    /// in the first (or against the first's reference). With --by, one experiment against
+    /// itself run on other kernels or hosts.
     #[command(
-        after_help = "Examples:\n  pmlab results compare 3 7\n  pmlab results compare 3 latest --format mail"
+        after_help = "Examples:\n  pmlab results compare 3 7\n  pmlab results compare 3 latest --format mail\n  pmlab results compare --by kernel latest     # every run of this experiment, per kernel, oldest kernel first\n  pmlab results compare --by host 12 --format markdown"
     )]
     Compare {
-        /// The baseline experiment.
+        /// The baseline experiment (with --by: the experiment to line up).
         id1: String,
-        /// The experiment compared with it.
-        id2: String,
+        /// The experiment compared with it (not with --by).
+        #[arg(required_unless_present = "by", conflicts_with = "by")]
+        id2: Option<String>,
+        /// Line up every stored run of ID1's experiment (same name, configurations and
+        /// workloads) by the kernel (release and build) or host it ran on, each group's runs
+        /// pooled; the oldest group is the baseline.
+        #[arg(long, value_enum, value_name = "kernel|host")]
+        by: Option<ByArg>,
         #[command(flatten)]
         view: View,
     },
@@ -80,6 +88,13 @@ pub enum Sub {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+}
+
+/// What `results compare --by` lines runs up by.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ByArg {
+    Kernel,
+    Host,
 }
 
 #[derive(clap::Args)]
@@ -147,14 +162,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Sub::Compare { id1, id2, view } => {
-            let a = store.load(resolve_id(&store, &id1)?)?;
-            let b = store.load(resolve_id(&store, &id2)?)?;
+        Sub::Compare { id1, id2, by, view } => {
             if view.reference.is_some() {
                 bail!("--reference does not apply to results compare: configurations are matched by label");
             }
-            let report = Report::cross(&a, &b, &SideSelection::parse(&view.side))
-                .map_err(anyhow::Error::msg)?;
+            let side = SideSelection::parse(&view.side);
+            let report = match (by, id2) {
+                (Some(by), _) => {
+                    let by = match by {
+                        ByArg::Kernel => LineUpBy::Kernel,
+                        ByArg::Host => LineUpBy::Host,
+                    };
+                    let groups = lineup::groups(&store, resolve_id(&store, &id1)?, by)?;
+                    let named: Vec<(String, &StoredExperiment)> = groups
+                        .iter()
+                        .map(|g| (g.label.clone(), &g.pooled))
+                        .collect();
+                    Report::lined_up(&named, &side).map_err(anyhow::Error::msg)?
+                }
+                (None, Some(id2)) => {
+                    let a = store.load(resolve_id(&store, &id1)?)?;
+                    let b = store.load(resolve_id(&store, &id2)?)?;
+                    Report::cross(&a, &b, &side).map_err(anyhow::Error::msg)?
+                }
+                (None, None) => unreachable!("clap requires ID2 without --by"),
+            };
             print!("{}", view.format().format().renderer().render(&report)?);
             Ok(())
         }

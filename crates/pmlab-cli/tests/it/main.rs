@@ -10,6 +10,7 @@ mod info;
 mod interrupt;
 mod knob;
 mod lab;
+mod lineup;
 mod observer;
 mod perfetto;
 mod record;
