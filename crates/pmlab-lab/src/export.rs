@@ -237,6 +237,15 @@ pub fn parquet_tables(e: &StoredExperiment) -> Vec<(&'static str, Table)> {
 
 /// Write [`parquet_tables`] into `dir` as `experiment-ID-TABLE.parquet`; returns the paths.
 pub fn write_parquet(e: &StoredExperiment, dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
+    write_parquet_named(e, dir, &format!("experiment-{}-", e.info.id))
+}
+
+/// Write [`parquet_tables`] into `dir` as `PREFIXTABLE.parquet`; returns the paths.
+pub fn write_parquet_named(
+    e: &StoredExperiment,
+    dir: &Path,
+    prefix: &str,
+) -> Result<Vec<PathBuf>, ExportError> {
     let err = |m: String| ExportError {
         id: e.info.id,
         message: m,
@@ -244,7 +253,7 @@ pub fn write_parquet(e: &StoredExperiment, dir: &Path) -> Result<Vec<PathBuf>, E
     std::fs::create_dir_all(dir).map_err(|x| err(format!("{}: {x}", dir.display())))?;
     let mut out = Vec::new();
     for (name, table) in parquet_tables(e) {
-        let path = dir.join(format!("experiment-{}-{name}.parquet", e.info.id));
+        let path = dir.join(format!("{prefix}{name}.parquet"));
         parquet::write(&path, &table).map_err(|x| err(format!("{}: {x}", path.display())))?;
         out.push(path);
     }

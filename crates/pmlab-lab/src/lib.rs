@@ -1,6 +1,7 @@
 //! pmlab-lab: experiments — plans, the interleaved adaptive protocol, statistics,
 //! the SQLite result store and report rendering.
 
+pub mod bundle;
 pub mod executor;
 pub mod export;
 pub mod hotplug;

@@ -832,14 +832,7 @@ impl Store {
                 path: self.path.clone(),
                 id,
             })?;
-        let spec_json: String = self
-            .conn
-            .query_row(
-                "SELECT spec_json FROM experiments WHERE id = ?1",
-                params![id],
-                |r| r.get(0),
-            )
-            .map_err(sql)?;
+        let spec_json = self.spec_json(id)?;
         let swept = serde_json::from_str::<spec::Experiment>(&spec_json)
             .map(|e| e.swept)
             .unwrap_or_default();
@@ -1066,6 +1059,22 @@ impl Store {
         let imported = result?;
         detached?;
         Ok(imported)
+    }
+
+    /// The experiment's description as it was run (the spec, as JSON).
+    pub fn spec_json(&self, id: i64) -> Result<String, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT spec_json FROM experiments WHERE id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?
+            .ok_or_else(|| StoreError::NoSuchExperiment {
+                path: self.path.clone(),
+                id,
+            })
     }
 
     /// Replace an experiment's system snapshot (its machine identity); for tools and tests

@@ -74,19 +74,37 @@ pub enum Sub {
         view: View,
     },
     /// Raw runs and metrics of an experiment: csv (one row per run and metric), json, or
-    /// parquet (one file per table: experiment, configurations, runs, metrics).
+    /// parquet (one file per table: experiment, configurations, runs, metrics); or, with
+    /// --bundle, a result bundle per experiment for fleets (Parquet tables, manifest.json and
+    /// a one-experiment store, under DIR/host=H/kernel=K/experiment=UID/).
     #[command(
-        after_help = "Examples:\n  pmlab results export 12 --format csv > runs.csv\n  pmlab results export 12 --format json\n  pmlab results export latest --format parquet --output out/\n  duckdb -c \"FROM 'out/experiment-12-metrics.parquet' WHERE metric = 'time_per_op'\""
+        after_help = "Examples:\n  pmlab results export 12 --format csv > runs.csv\n  pmlab results export 12 --format json\n  pmlab results export latest --format parquet --output out/\n  duckdb -c \"FROM 'out/experiment-12-metrics.parquet' WHERE metric = 'time_per_op'\"\n  pmlab results export all --bundle bundles/\n  duckdb -c \"SELECT host, kernel, metric, avg(value) FROM read_parquet('bundles/**/metrics.parquet', hive_partitioning = true) GROUP BY ALL\""
     )]
     Export {
-        /// Experiment id, or `latest`.
+        /// Experiment id, or `latest` (with --bundle also `all`).
         id: String,
         /// csv (long table), json (everything stored), or parquet (files in --output DIR, default .).
-        #[arg(long, value_parser = ["csv", "json", "parquet"], default_value = "csv")]
+        #[arg(long, value_parser = ["csv", "json", "parquet"], default_value = "csv", conflicts_with = "bundle")]
         format: String,
         /// Write to this file instead of stdout (parquet: into this directory).
-        #[arg(long, short, value_name = "FILE")]
+        #[arg(long, short, value_name = "FILE", conflicts_with = "bundle")]
         output: Option<PathBuf>,
+        /// Write result bundles under this directory (existing bundles are kept as they are).
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
+    },
+    /// Load result bundles (from `export --bundle`, another host or a fleet run) into this
+    /// store; experiments it already holds are skipped, so importing twice changes nothing.
+    #[command(
+        after_help = "Examples:\n  pmlab results import bundles/\n  pmlab results --db fleet.db import host-a/bundles host-b/bundles"
+    )]
+    Import {
+        /// Bundle directories, or directories holding bundles at any depth.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// JSON instead of lines.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -145,8 +163,29 @@ fn resolve_id(store: &Store, id: &str) -> anyhow::Result<i64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Sub::Import { dirs, json } = &args.command {
+        return import(&args.db, dirs, *json);
+    }
     let store = open_existing(&args.db)?;
     match args.command {
+        Sub::Import { .. } => unreachable!("handled above"),
+        Sub::Export {
+            id,
+            bundle: Some(root),
+            ..
+        } => {
+            let ids = if id == "all" {
+                store.list()?.iter().map(|e| e.id).collect()
+            } else {
+                vec![resolve_id(&store, &id)?]
+            };
+            for id in ids {
+                let b = pmlab_lab::bundle::export(&store, id, &root)?;
+                let what = if b.written { "" } else { " (already there)" };
+                println!("{}{what}", b.dir.display());
+            }
+            Ok(())
+        }
         Sub::List { json } => list(&store, json),
         Sub::Show { id, view, runs } => {
             let e = store.load(resolve_id(&store, &id)?)?;
@@ -190,7 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             print!("{}", view.format().format().renderer().render(&report)?);
             Ok(())
         }
-        Sub::Export { id, format, output } => {
+        Sub::Export {
+            id, format, output, ..
+        } => {
             let e = store.load(resolve_id(&store, &id)?)?;
             let bytes = match format.as_str() {
                 "csv" => pmlab_lab::export::runs_csv(&e)?,
@@ -211,6 +252,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `results import`: the store is created if missing (a fleet's results start here).
+fn import(db: &Path, dirs: &[PathBuf], json: bool) -> anyhow::Result<()> {
+    let mut store = Store::open(db)?;
+    let got = pmlab_lab::bundle::import(&mut store, dirs)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&got)?);
+        return Ok(());
+    }
+    let new = got.iter().filter(|i| i.id.is_some()).count();
+    println!(
+        "imported {new} experiment(s) into {} ({} already there)",
+        db.display(),
+        got.len() - new
+    );
+    Ok(())
 }
 
 fn list(store: &Store, json: bool) -> anyhow::Result<()> {

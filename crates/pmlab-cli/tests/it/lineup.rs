@@ -17,7 +17,7 @@ fn stdout_of(c: &mut assert_cmd::Command) -> String {
 
 /// Three runs of one compare experiment; experiments 2 and 3 then say they ran on
 /// `kernel` (build `#2`) on host `other`.
-fn store_with_two_kernels(db: &Path, kernel: &str) {
+pub fn store_with_two_kernels(db: &Path, kernel: &str) {
     for _ in 0..3 {
         stdout_of(
             pmlab()

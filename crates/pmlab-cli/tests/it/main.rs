@@ -5,6 +5,7 @@ mod sshd;
 mod util;
 
 mod analyze;
+mod bundle;
 mod hotplug;
 mod info;
 mod interrupt;
