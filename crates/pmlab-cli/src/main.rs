@@ -52,6 +52,8 @@ enum Command {
     Report(cmd::report::Args),
     /// What idle polling would have done, replayed from one trace.
     Whatif(cmd::whatif::Args),
+    /// Results of many hosts and kernels: one report across their result bundles.
+    Fleet(cmd::fleet::Args),
 }
 
 impl Command {
@@ -83,6 +85,7 @@ impl Command {
                 | Command::Results(_)
                 | Command::Report(_)
                 | Command::Whatif(_)
+                | Command::Fleet(_)
         )
     }
 }
@@ -123,6 +126,7 @@ fn main() {
         Command::Study(a) => cmd::study::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Whatif(a) => cmd::whatif::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
     };
     if let Err(e) = result {
         eprint!("pmlab: error: {e}");

@@ -11,6 +11,8 @@ pub enum LineUpBy {
     Kernel,
     /// Host name.
     Host,
+    /// Host and kernel: one group per machine and kernel of a fleet.
+    Machine,
 }
 
 impl LineUpBy {
@@ -18,6 +20,7 @@ impl LineUpBy {
         match self {
             LineUpBy::Kernel => "kernel",
             LineUpBy::Host => "host",
+            LineUpBy::Machine => "host and kernel",
         }
     }
 }
@@ -46,6 +49,8 @@ pub struct Group {
     pub pooled: StoredExperiment,
     /// The pooled experiments' ids.
     pub ids: Vec<i64>,
+    /// What the group shares (kernel release and build, or host), in full.
+    pub key: String,
 }
 
 /// Whether `b` is the same experiment as `a` (another run of it, elsewhere).
@@ -64,12 +69,45 @@ fn key(e: &StoredExperiment, by: LineUpBy) -> (String, String) {
     match by {
         LineUpBy::Kernel => (s.kernel_release, s.kernel_build),
         LineUpBy::Host => (s.hostname, String::new()),
+        LineUpBy::Machine => (
+            s.hostname,
+            format!("{} {}", s.kernel_release, s.kernel_build),
+        ),
     }
 }
 
 /// The experiments of the store that are `id` run again, grouped by `by`, oldest group
 /// first; at least two groups.
 pub fn groups(store: &Store, id: i64, by: LineUpBy) -> Result<Vec<Group>, LineUpError> {
+    let groups = all_groups(store, id, by)?;
+    if groups.len() >= 2 {
+        return Ok(groups);
+    }
+    let name = store.load(id)?.info.name;
+    let (key, ids) = groups
+        .first()
+        .map(|g| (g.key.clone(), g.ids.clone()))
+        .unwrap_or_default();
+    let others: Vec<String> = ids
+        .iter()
+        .filter(|&&x| x != id)
+        .map(|x| x.to_string())
+        .collect();
+    Err(LineUpError::OneGroup {
+        id,
+        name,
+        others: if others.is_empty() {
+            String::new()
+        } else {
+            format!(" and of experiments {}", others.join(", "))
+        },
+        by,
+        key,
+    })
+}
+
+/// [`groups`], however many there are (one, for an experiment run on one machine only).
+pub fn all_groups(store: &Store, id: i64, by: LineUpBy) -> Result<Vec<Group>, LineUpError> {
     let base = store.load(id)?;
     let mut all = Vec::new();
     for info in store.list()? {
@@ -97,46 +135,29 @@ pub fn groups(store: &Store, id: i64, by: LineUpBy) -> Result<Vec<Group>, LineUp
                 g.pooled.runs.extend(e.runs);
             }
             None => keyed.push((
-                k,
+                k.clone(),
                 Group {
                     label: String::new(),
+                    key: format!("{} {}", k.0, k.1).trim().to_string(),
+
                     ids: vec![e.info.id],
                     pooled: e,
                 },
             )),
         }
     }
-    if keyed.len() < 2 {
-        let (k, ids) = keyed
-            .first()
-            .map(|(k, g)| (k.clone(), g.ids.clone()))
-            .unwrap_or_default();
-        let others = ids
-            .iter()
-            .filter(|&&x| x != id)
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>();
-        return Err(LineUpError::OneGroup {
-            id,
-            name: base.info.name,
-            others: if others.is_empty() {
-                String::new()
-            } else {
-                format!(" and of experiments {}", others.join(", "))
-            },
-            by,
-            key: format!("{} {}", k.0, k.1).trim().to_string(),
-        });
-    }
     let shared = |release: &str| keyed.iter().filter(|((r, _), _)| r == release).count() > 1;
     let labels: Vec<String> = keyed
         .iter()
         .map(|((a, b), _)| {
             let a = if a.is_empty() { "unknown" } else { a.as_str() };
-            if by == LineUpBy::Kernel && shared(a) {
-                format!("{a} ({b})")
-            } else {
-                a.to_string()
+            match by {
+                LineUpBy::Kernel if shared(a) => format!("{a} ({b})"),
+                LineUpBy::Machine => {
+                    let release = b.split_whitespace().next().unwrap_or("");
+                    format!("{a} · {release}")
+                }
+                _ => a.to_string(),
             }
         })
         .collect();

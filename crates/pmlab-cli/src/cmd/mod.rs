@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod compare;
 pub mod dump;
 pub mod export;
+pub mod fleet;
 pub mod hotplug;
 pub mod info;
 pub mod knob;

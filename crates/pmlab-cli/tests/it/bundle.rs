@@ -104,3 +104,52 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
     .unwrap();
     assert_eq!(list.len(), 3);
 }
+
+/// `pmlab fleet report` over two hosts' bundles renders both side by side and loads in
+/// headless Chromium without console errors or network requests, its plot not empty.
+#[test]
+fn fleet_report_of_two_hosts_loads_in_headless_chromium() {
+    use crate::study::{browse, console_lines, page_requests, plots};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("two.db");
+    store_with_two_kernels(&db, "6.19.0-patched");
+    let root = dir.path().join("bundles");
+    ok(pmlab()
+        .args(["results", "--db"])
+        .arg(&db)
+        .args(["export", "all", "--bundle"])
+        .arg(&root));
+    let html = dir.path().join("fleet.html");
+    let out = ok(pmlab()
+        .args(["fleet", "report"])
+        .arg(&root)
+        .arg("-o")
+        .arg(&html)
+        .arg("--json"));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["machines"], 2, "{out}");
+    assert_eq!(v["experiments"], 1, "{out}");
+    let (dom, err, req) = browse(&html, &["--dump-dom"]);
+    assert!(console_lines(&err).is_empty(), "{:?}", console_lines(&err));
+    assert!(page_requests(&req).is_empty(), "{:?}", page_requests(&req));
+    let p = plots(&dom);
+    assert!(
+        !p.is_empty() && p.iter().all(|(_, marks)| *marks > 0),
+        "{p:?}"
+    );
+    assert!(
+        dom.contains("other · 6.19.0-patched B"),
+        "rows per host and kernel"
+    );
+    // No bundles: refused, nothing written.
+    let none = dir.path().join("none.html");
+    let out = pmlab()
+        .args(["fleet", "report"])
+        .arg(dir.path().join("missing"))
+        .arg("-o")
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!none.exists());
+}

@@ -475,7 +475,7 @@ fn chromium() -> PathBuf {
 
 /// Headless Chromium on `page` with every HTTP(S) request sent to a local proxy we watch.
 /// Returns (stdout, stderr, requests seen by the proxy).
-fn browse(page: &Path, mode: &[&str]) -> (String, String, Vec<String>) {
+pub(crate) fn browse(page: &Path, mode: &[&str]) -> (String, String, Vec<String>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
@@ -528,7 +528,7 @@ fn browse(page: &Path, mode: &[&str]) -> (String, String, Vec<String>) {
 }
 
 /// Requests made by the page (Chromium's own Google-service traffic left out).
-fn page_requests(requests: &[String]) -> Vec<String> {
+pub(crate) fn page_requests(requests: &[String]) -> Vec<String> {
     requests
         .iter()
         .filter(|r| {
@@ -540,7 +540,7 @@ fn page_requests(requests: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn console_lines(stderr: &str) -> Vec<String> {
+pub(crate) fn console_lines(stderr: &str) -> Vec<String> {
     stderr
         .lines()
         .filter(|l| l.contains(":CONSOLE"))
@@ -628,7 +628,7 @@ fn png_stats(path: &Path) -> (usize, f64) {
 }
 
 /// Every `<svg class="plot">` in a DOM: (title, data elements inside).
-fn plots(dom: &str) -> Vec<(String, usize)> {
+pub(crate) fn plots(dom: &str) -> Vec<(String, usize)> {
     dom.split("<svg class=\"plot\"")
         .skip(1)
         .map(|s| {

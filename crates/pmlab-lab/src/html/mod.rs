@@ -9,6 +9,7 @@ pub mod causes;
 pub mod cdf;
 pub mod cpu;
 pub mod findings;
+pub mod fleet;
 pub mod hotplug;
 mod page;
 pub mod residency;
