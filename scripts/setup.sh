@@ -33,9 +33,10 @@ if ! python3 -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' 
   python3 -m pip install -q --root-user-action=ignore perfetto ||
     python3 -m pip install -q --root-user-action=ignore --break-system-packages perfetto
 fi
-# The Python package (crates/pmlab-py) and the libraries its tests use it with.
+# The Python package (crates/pmlab-py) and the libraries its tests use it with; ansible-core
+# for the fleet playbook's test (contrib/ansible).
 py_need=()
-for m in maturin:maturin pyarrow:pyarrow polars:polars pandas:pandas duckdb:duckdb pytest:pytest; do
+for m in maturin:maturin pyarrow:pyarrow polars:polars pandas:pandas duckdb:duckdb pytest:pytest ansible:ansible-core; do
   python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_need+=("${m#*:}")
 done
 if [ ${#py_need[@]} -gt 0 ]; then
