@@ -308,9 +308,10 @@ fn run_on_the_target_reports_the_same_metrics_as_here() {
 
 const RCU: &str = "/sys/kernel/rcu_expedited";
 
-/// Start `-H ... run idle --duration 60s --set rcu.expedited=FLIPPED` (in its own process
-/// group) and return once the knob reads flipped on the target; (child, value found).
-fn remote_run_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, String)> {
+/// Start `-H ... compare` with both configurations at rcu.expedited=FLIPPED on 60 s idle
+/// runs (in its own process group) and return once the knob reads flipped on the target;
+/// (child, value found).
+fn remote_compare_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, String)> {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
     let Ok(before) = std::fs::read_to_string(RCU) else {
@@ -320,8 +321,12 @@ fn remote_run_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, String)> 
     let flipped = if before.trim() == "0" { "1" } else { "0" };
     let child = sshd
         .command()
-        .args(["run", "idle", "--duration", "60s", "--set"])
-        .arg(format!("rcu.expedited={flipped}"))
+        .arg("compare")
+        .arg("--db")
+        .arg(sshd.dir.path().join("local.db"))
+        .args(["--a", &format!("rcu.expedited={flipped}")])
+        .args(["--b", &format!("rcu.expedited={flipped}")])
+        .args(["idle", "--duration", "60s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .process_group(0)
@@ -345,7 +350,7 @@ fn lost_connection_restores_the_targets_knobs_by_itself() {
         return;
     };
     let _guard = RestoreOnDrop(&sshd.state_dir);
-    let Some((mut local, before)) = remote_run_holding_rcu(&sshd) else {
+    let Some((mut local, before)) = remote_compare_holding_rcu(&sshd) else {
         return;
     };
     // The local pmlab and its ssh client: the whole process group.
@@ -377,7 +382,7 @@ fn next_command_repairs_a_killed_remote_pmlabs_journal() {
         return;
     };
     let _guard = RestoreOnDrop(&sshd.state_dir);
-    let Some((mut local, before)) = remote_run_holding_rcu(&sshd) else {
+    let Some((mut local, before)) = remote_compare_holding_rcu(&sshd) else {
         return;
     };
     let flipped = std::fs::read_to_string(RCU).unwrap();
