@@ -137,6 +137,16 @@ pub enum StoreError {
     },
     #[error("{path}: no experiment {id}")]
     NoSuchExperiment { path: PathBuf, id: i64 },
+    #[error("{path}: no run {run}")]
+    NoSuchRun { path: PathBuf, run: i64 },
+    #[error("{path}: run {run} recorded no trace (run the experiment with --trace)")]
+    RunNotTraced { path: PathBuf, run: i64 },
+    #[error("{path}: run {run}'s trace {} is gone", .trace.display())]
+    TraceMissing {
+        path: PathBuf,
+        run: i64,
+        trace: PathBuf,
+    },
 }
 
 /// Status of a run.
@@ -804,6 +814,30 @@ impl Store {
             .query_map([], Self::info_from_row)
             .map_err(|e| self.sql(e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+
+    /// The trace a run recorded (`--trace`), checked to exist.
+    pub fn trace_of_run(&self, run: i64) -> Result<PathBuf, StoreError> {
+        let row: Option<Option<String>> = self
+            .conn
+            .query_row(
+                "SELECT trace_path FROM runs WHERE id = ?1",
+                params![run],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let path = self.path.clone();
+        match row {
+            None => Err(StoreError::NoSuchRun { path, run }),
+            Some(None) => Err(StoreError::RunNotTraced { path, run }),
+            Some(Some(t)) if !Path::new(&t).is_file() => Err(StoreError::TraceMissing {
+                path,
+                run,
+                trace: t.into(),
+            }),
+            Some(Some(t)) => Ok(t.into()),
+        }
     }
 
     /// The id of the newest experiment, if any.

@@ -15,6 +15,7 @@ const EXAMPLES: &str = "Examples:
   pmlab whatif polling.dat --reverse                   # from polling on, predict it off
   pmlab whatif nopoll.dat --calibrate polling.dat      # poll-path costs from another trace
   pmlab whatif t.dat --json | jq '.values[] | {value_ns, caught, us_per_op}'
+  pmlab whatif --run 42                                # a stored run of `compare --trace`
 
 Replays each idle period of the trace (its entry, the interrupts inside it that woke nobody,
 and the wake that ended it, with the waker's request time) under a poll policy: a wake
@@ -30,7 +31,20 @@ Needs sched_waking, ipi_send_cpu, irq_vectors and cpu_idle or sched_switch event
 #[command(after_help = EXAMPLES)]
 pub struct Args {
     /// Trace file (trace.dat v6/v7).
-    file: PathBuf,
+    #[arg(required_unless_present = "run")]
+    file: Option<PathBuf>,
+    /// Replay the trace a stored run recorded (`compare`/`sweep`/`run-spec --trace`) instead
+    /// of a file: the run's id, as `pmlab results show ID --runs` lists them.
+    #[arg(long, value_name = "RUN", conflicts_with = "file")]
+    run: Option<i64>,
+    /// The result store --run reads.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "pmlab.db",
+        requires = "run"
+    )]
+    db: PathBuf,
     /// Poll policy: haltpoll (adaptive governor), fixed (constant window), arm64-poll.
     #[arg(long, default_value = "haltpoll", value_name = "POLICY")]
     policy: String,
@@ -142,10 +156,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let file = match (&args.file, args.run) {
+        (Some(f), _) => f.clone(),
+        (None, Some(run)) => {
+            if !args.db.is_file() {
+                bail!("--db {}: no result store there", args.db.display());
+            }
+            pmlab_lab::store::Store::open(&args.db)?.trace_of_run(run)?
+        }
+        (None, None) => unreachable!("clap requires FILE or --run"),
+    };
     // The replay names no kernel symbol: skip parsing kallsyms.
     let load = pmlab_trace::dat::LoadOptions::without_kallsyms();
-    let trace = pmlab_trace::open_with(&args.file, &load)
-        .with_context(|| format!("cannot read trace {}", args.file.display()))?;
+    let trace = pmlab_trace::open_with(&file, &load)
+        .with_context(|| format!("cannot read trace {}", file.display()))?;
     let cfg = Config {
         policy,
         values_ns: values,
@@ -159,10 +183,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.notes.push(n.into());
     }
     std::mem::forget(trace);
-    print(&args, format, &report)
+    print(&file, format, &report)
 }
 
-fn print(args: &Args, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
+fn print(file: &std::path::Path, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
     let tables = r.tables();
     let notes = r.notes();
     match format {
@@ -173,7 +197,7 @@ fn print(args: &Args, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
             }
         }
         "markdown" | "md" => {
-            println!("### pmlab whatif {}\n", args.file.display());
+            println!("### pmlab whatif {}\n", file.display());
             for t in &tables {
                 println!("**{}**\n", t.title);
                 println!("| {} |", t.columns.join(" | "));
@@ -189,7 +213,7 @@ fn print(args: &Args, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
             }
         }
         "mail" => {
-            println!("pmlab whatif {}", args.file.display());
+            println!("pmlab whatif {}", file.display());
             for t in tables.iter().take(1) {
                 print_plain(t);
             }
@@ -200,7 +224,7 @@ fn print(args: &Args, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
         _ => {
             println!(
                 "{}: {:.6} s replayed under {:?}",
-                args.file.display(),
+                file.display(),
                 r.span_ns as f64 / 1e9,
                 r.policy
             );

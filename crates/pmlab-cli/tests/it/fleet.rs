@@ -154,5 +154,12 @@ fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(std::fs::metadata(&html).unwrap().len() > 1000);
+    let (dom, err, req) = crate::study::browse(&html, &["--dump-dom"]);
+    assert!(crate::study::console_lines(&err).is_empty(), "{err}");
+    assert!(crate::study::page_requests(&req).is_empty(), "{req:?}");
+    let plots = crate::study::plots(&dom);
+    assert!(
+        !plots.is_empty() && plots.iter().all(|(_, marks)| *marks > 0),
+        "{plots:?}"
+    );
 }

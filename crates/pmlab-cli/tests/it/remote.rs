@@ -564,3 +564,59 @@ fn run_spec_on_the_target_takes_the_local_spec() {
     );
     assert_eq!(stored(&db).len(), 1);
 }
+
+/// `-H ... study --out DIR` and `-H ... hotplug`: the study's report directory lands at the
+/// local --out and both commands' experiments in the local store, the CPU back online.
+#[test]
+fn study_and_hotplug_on_the_target_come_back_here() {
+    let Some(sshd) = Sshd::start(Options::default()) else {
+        return;
+    };
+    let online = "/sys/devices/system/cpu/cpu1/online";
+    if !Path::new(online).exists() {
+        println!("skipped: cpu1 is not hot-pluggable here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = dir.path().join("box-study");
+    let err = String::from_utf8(
+        sshd.pmlab()
+            .args(["study", "--quick", "--only", "idle", "-q", "--db"])
+            .arg(&db)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+            .stderr,
+    )
+    .unwrap();
+    assert!(out.join("report.html").is_file(), "{err}");
+    assert!(
+        err.contains(&format!("brought back {}", out.display())),
+        "{err}"
+    );
+    stdout_of(
+        sshd.pmlab()
+            .args([
+                "hotplug",
+                "--cpus",
+                "1",
+                "--cycles",
+                "2",
+                "--no-trace",
+                "--db",
+            ])
+            .arg(&db),
+    );
+    let names: Vec<String> = stored(&db)
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("study: idle")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.starts_with("hotplug")), "{names:?}");
+    assert_eq!(std::fs::read_to_string(online).unwrap().trim(), "1");
+}

@@ -191,3 +191,85 @@ fn whatif_on_a_recording_made_here() {
     assert!(measured < traced, "{measured} {traced}");
     assert!(c["first_order"].as_f64().unwrap() < traced);
 }
+
+/// `compare --trace` runs are replayed later from the store with `whatif --run`, the same
+/// report as on the trace file; a run without a trace, an unknown run and a missing store
+/// are refused clearly.
+#[test]
+fn whatif_replays_a_stored_traced_run() {
+    if !crate::util::is_root() {
+        println!("skipped: compare --trace needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    let out = pmlab()
+        .args(["compare", "-q", "--db"])
+        .arg(&db)
+        .args(["--a", "", "--b", "", "--max-runs", "6", "--trace"])
+        .args(["pipe", "--loops", "2000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e: serde_json::Value = serde_json::from_slice(
+        &pmlab()
+            .args(["results", "--db"])
+            .arg(&db)
+            .args(["export", "1", "--format", "json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let run = e["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["trace_path"].is_string() && r["warmup"] == false)
+        .expect("a traced measured run");
+    let id = run["id"].as_i64().unwrap();
+    let file = std::path::PathBuf::from(run["trace_path"].as_str().unwrap());
+    let from_store = pmlab()
+        .args(["whatif", "--json", "--values", "0,50us,200us", "--db"])
+        .arg(&db)
+        .args(["--run", &id.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        from_store.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_store.stderr)
+    );
+    let a: serde_json::Value = serde_json::from_slice(&from_store.stdout).unwrap();
+    assert_eq!(a, whatif_json(&file, &[]));
+    let refused = |args: &[&str], want: &str| {
+        let out = pmlab().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    let db_s = db.display().to_string();
+    refused(&["whatif", "--db", &db_s, "--run", "99999"], "no run 99999");
+    let untraced = e["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["trace_path"].is_null());
+    if let Some(r) = untraced {
+        let id = r["id"].as_i64().unwrap().to_string();
+        refused(
+            &["whatif", "--db", &db_s, "--run", &id],
+            "recorded no trace",
+        );
+    }
+    let missing = dir.path().join("none.db").display().to_string();
+    refused(
+        &["whatif", "--db", &missing, "--run", "1"],
+        "no result store",
+    );
+    assert!(!dir.path().join("none.db").exists());
+}
