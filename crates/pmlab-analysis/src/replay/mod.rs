@@ -173,8 +173,6 @@ struct Stint {
     resume: u64,
     waker: i32,
     wakee: i32,
-    /// A wake between the ping-pong pair.
-    chain: bool,
     /// Halts and poll time in the trace itself.
     trace_halts: u32,
     trace_poll_ns: u64,
@@ -278,7 +276,9 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
             });
         }
     }
-    let mut stints = Vec::new();
+    // At most one stint per idle period: reserved once (growing it would copy and fault).
+    let periods: usize = p.by_cpu.values().map(|v| v.len()).sum();
+    let mut stints = Vec::with_capacity(periods);
     let mut irqs: Vec<u64> = Vec::new();
     let mut halts: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     let mut idle_ns: BTreeMap<u32, u64> = BTreeMap::new();
@@ -382,7 +382,6 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
                 resume: w.resume,
                 waker: w.waker,
                 wakee: w.wakee,
-                chain: false,
                 trace_halts: nh,
                 trace_poll_ns: pns,
             };
@@ -502,7 +501,9 @@ struct Gov {
 #[derive(Debug, Clone, Default)]
 struct Pass {
     per_cpu: BTreeMap<u32, CpuOutcome>,
+    /// Latency saved per caught wake (first-order passes only: the percentiles are theirs).
     saved: Vec<u64>,
+    saved_sum: u64,
     chain_saved_ns: u64,
     edge: u64,
 }
@@ -514,10 +515,9 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
         .clone()
         .unwrap_or_else(|| input.own_calibration.clone());
     let pair = cfg.pingpong.or_else(|| detect_pingpong(&input.pairs));
-    let mut stints = input.stints.clone();
-    mark_chain(&mut stints, pair);
+    let stints = &input.stints;
     if cfg.reverse {
-        return report::reverse(input, &stints, cfg, &cal, pair);
+        return report::reverse(input, stints, cfg, &cal, pair);
     }
     // Each value's two passes are independent: one thread per value, a few at a time.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -527,12 +527,12 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
             let hs: Vec<_> = chunk
                 .iter()
                 .map(|&v| {
-                    let (st, cal) = (&stints, &cal);
+                    let cal = &cal;
                     sc.spawn(move || {
                         (
                             v,
-                            pass(input, st, cfg, cal, v, false),
-                            pass(input, st, cfg, cal, v, true),
+                            pass(input, stints, cfg, cal, pair, v, false),
+                            pass(input, stints, cfg, cal, pair, v, true),
                         )
                     })
                 })
@@ -553,11 +553,12 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
     report::finish(input, &stints, cfg, cal, pair, values)
 }
 
-/// Marks the stints whose final wake is between the ping-pong pair.
-fn mark_chain(stints: &mut [Stint], pair: Option<(i32, i32)>) {
-    let Some((a, b)) = pair else { return };
-    for s in stints.iter_mut() {
-        s.chain = (s.waker, s.wakee) == (a, b) || (s.waker, s.wakee) == (b, a);
+impl Stint {
+    /// Whether its final wake is between the ping-pong pair.
+    fn chain(&self, pair: Option<(i32, i32)>) -> bool {
+        pair.is_some_and(|(a, b)| {
+            (self.waker, self.wakee) == (a, b) || (self.waker, self.wakee) == (b, a)
+        })
     }
 }
 
@@ -646,6 +647,7 @@ fn pass(
     stints: &[Stint],
     cfg: &Config,
     cal: &Calibration,
+    pair: Option<(i32, i32)>,
     value: u64,
     causal: bool,
 ) -> Pass {
@@ -659,8 +661,11 @@ fn pass(
     let mut gov: Vec<Gov> = vec![Gov::default(); ncpu];
     let mut per_cpu: Vec<Option<CpuOutcome>> = vec![None; ncpu];
     let mut out = Pass::default();
+    if !causal {
+        out.saved.reserve(stints.len());
+    }
     let mut rel: Vec<u64> = Vec::new();
-    // chain savings so far, by exit time: (end, cumulative saved)
+    // chain savings so far, by exit time: (end, cumulative saved); causal passes only
     let mut cum: Vec<(u64, u64)> = Vec::new();
     let saved_before = |cum: &[(u64, u64)], t: u64| -> u64 {
         let k = cum.partition_point(|e| e.0 < t);
@@ -680,7 +685,8 @@ fn pass(
         let s = &stints[si as usize];
         let irqs = &input.irqs[s.irqs.0 as usize..s.irqs.1 as usize];
         let mut fin = s.fin - s.start;
-        if causal && s.chain {
+        let chain = s.chain(pair);
+        if causal && chain {
             let shift = saved_before(&cum, s.fin) - saved_before(&cum, s.start);
             fin = fin.saturating_sub(shift);
         }
@@ -719,11 +725,16 @@ fn pass(
                 if let (Some(rp), true) = (resume_poll, s.resume > s.end) {
                     saved += (s.resume - s.end).saturating_sub(rp);
                 }
-                out.saved.push(saved);
-                if s.chain {
+                out.saved_sum += saved;
+                if !causal {
+                    out.saved.push(saved);
+                }
+                if chain {
                     out.chain_saved_ns += saved;
-                    let c = cum.last().map_or(0, |e| e.1);
-                    cum.push((s.end, c + saved));
+                    if causal {
+                        let c = cum.last().map_or(0, |e| e.1);
+                        cum.push((s.end, c + saved));
+                    }
                 }
             }
             WakeClass::Catchable => {

@@ -166,7 +166,8 @@ pub(super) fn value_result(
     let poll = sum(&|o| o.poll_ns);
     let halts = sum(&|o| o.halts);
     let trace_halts = sum(&|o| o.trace_halts);
-    let mut saved = fo.saved.clone();
+    let saved_ns = fo.saved_sum;
+    let mut saved = fo.saved;
     saved.sort_unstable();
     let wall = input.span_ns as f64 * fo.per_cpu.len().max(1) as f64;
     let idle: u64 = input.idle_ns.values().sum();
@@ -191,12 +192,12 @@ pub(super) fn value_result(
         wasted_ns: sum(&|o| o.wasted_ns),
         poll_share_wall: poll as f64 / wall.max(1.0),
         poll_share_idle: poll as f64 / idle.max(1) as f64,
-        saved_ns: saved.iter().sum(),
+        saved_ns,
         saved_p50_ns: percentile(&saved, 50.0),
         saved_p99_ns: percentile(&saved, 99.0),
         edge: fo.edge,
         causal_caught: ca.per_cpu.values().map(|o| o.caught).sum(),
-        causal_saved_ns: ca.saved.iter().sum(),
+        causal_saved_ns: ca.saved_sum,
         us_per_op: has_pair.then_some(Bounds {
             first_order: fo.chain_saved_ns as f64,
             causal: ca.chain_saved_ns as f64,
@@ -384,7 +385,7 @@ pub(super) fn reverse(
                     add += m.saturating_sub(s.resume - s.end);
                 }
                 added += add;
-                if s.chain {
+                if s.chain(pair) {
                     chain_added += add;
                 }
             }
