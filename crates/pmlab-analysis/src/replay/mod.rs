@@ -542,7 +542,7 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
         for (v, fo, ca) in done {
             values.push(report::value_result(
                 input,
-                &stints,
+                stints,
                 v,
                 fo,
                 ca,
@@ -550,7 +550,7 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
             ));
         }
     }
-    report::finish(input, &stints, cfg, cal, pair, values)
+    report::finish(input, stints, cfg, cal, pair, values)
 }
 
 impl Stint {
