@@ -183,8 +183,6 @@ struct Stint {
 pub struct Input {
     stints: Vec<Stint>,
     irqs: Vec<u64>,
-    /// Stint indices in order of their end (the causal replay's order).
-    order: Vec<u32>,
     pub span_ns: u64,
     pub cpus: Vec<u32>,
     pub sources: BTreeMap<u32, Source>,
@@ -429,13 +427,12 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
                 .into(),
         );
     }
-    let mut order: Vec<u32> = (0..stints.len() as u32).collect();
-    order.sort_by_key(|&i| (stints[i as usize].end, stints[i as usize].cpu));
+    // In the replay's order (by exit, then CPU), so the passes read them in sequence.
+    stints.sort_by_key(|s| (s.end, s.cpu));
     halts.retain(|_, v| !v.is_empty());
     Input {
         stints,
         irqs,
-        order,
         span_ns: p.span(),
         cpus: p.by_cpu.keys().copied().collect(),
         sources: p.source.clone(),
@@ -667,8 +664,16 @@ fn pass(
     let mut rel: Vec<u64> = Vec::new();
     // chain savings so far, by exit time: (end, cumulative saved); causal passes only
     let mut cum: Vec<(u64, u64)> = Vec::new();
+    // Queries are for times near the newest entries (the stint's own start and wake, and
+    // `cum` is in order of exit): search back from the end, doubling the step.
     let saved_before = |cum: &[(u64, u64)], t: u64| -> u64 {
-        let k = cum.partition_point(|e| e.0 < t);
+        let (mut lo, mut hi, mut step) = (cum.len(), cum.len(), 1);
+        while lo > 0 && cum[lo - 1].0 >= t {
+            hi = lo - 1;
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+        let k = lo + cum[lo..hi].partition_point(|e| e.0 < t);
         if k == 0 {
             0
         } else {
@@ -681,8 +686,7 @@ fn pass(
             .as_ref()
             .map(|c| c.ns)
             .or(if causal { input.resume_fast_ns } else { None });
-    for &si in &input.order {
-        let s = &stints[si as usize];
+    for s in stints {
         let irqs = &input.irqs[s.irqs.0 as usize..s.irqs.1 as usize];
         let mut fin = s.fin - s.start;
         let chain = s.chain(pair);

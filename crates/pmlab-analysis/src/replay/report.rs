@@ -2,7 +2,6 @@
 //! the Pareto frontier, and their tables for people.
 
 use super::{CalFrom, Calibration, Config, CpuOutcome, HaltpollParams, Input, Pass, Policy, Stint};
-use crate::stats::percentile;
 use crate::table::{Cell, Table};
 use crate::wakeups::WakeClass;
 use crate::Tabular;
@@ -168,7 +167,8 @@ pub(super) fn value_result(
     let trace_halts = sum(&|o| o.trace_halts);
     let saved_ns = fo.saved_sum;
     let mut saved = fo.saved;
-    saved.sort_unstable();
+    // p50 and p99 are selected, not sorted for.
+    let dist = crate::stats::DurationSummary::of(&mut saved);
     let wall = input.span_ns as f64 * fo.per_cpu.len().max(1) as f64;
     let idle: u64 = input.idle_ns.values().sum();
     let ops = pingpong(input, None).map(|p| p.ops);
@@ -193,8 +193,8 @@ pub(super) fn value_result(
         poll_share_wall: poll as f64 / wall.max(1.0),
         poll_share_idle: poll as f64 / idle.max(1) as f64,
         saved_ns,
-        saved_p50_ns: percentile(&saved, 50.0),
-        saved_p99_ns: percentile(&saved, 99.0),
+        saved_p50_ns: dist.p50_ns,
+        saved_p99_ns: dist.p99_ns,
         edge: fo.edge,
         causal_caught: ca.per_cpu.values().map(|o| o.caught).sum(),
         causal_saved_ns: ca.saved_sum,
