@@ -516,36 +516,51 @@ pub fn replay(input: &Input, cfg: &Config) -> WhatifReport {
     if cfg.reverse {
         return report::reverse(input, stints, cfg, &cal, pair);
     }
-    // Each value's two passes are independent: one thread per value, a few at a time.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut values = Vec::new();
-    for chunk in cfg.values_ns.chunks(threads.max(1)) {
-        let done: Vec<(u64, Pass, Pass)> = std::thread::scope(|sc| {
-            let hs: Vec<_> = chunk
-                .iter()
-                .map(|&v| {
-                    let cal = &cal;
-                    sc.spawn(move || {
-                        (
-                            v,
-                            pass(input, stints, cfg, cal, pair, v, false),
-                            pass(input, stints, cfg, cal, pair, v, true),
-                        )
-                    })
+    // Every value's first-order and causal passes are independent jobs: a few workers
+    // take them in turn (the causal ones are slower, so fixed pairs would wait).
+    let jobs: Vec<(u64, bool)> = cfg
+        .values_ns
+        .iter()
+        .flat_map(|&v| [(v, true), (v, false)])
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, jobs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Pass)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                let (cal, jobs, next) = (&cal, &jobs, &next);
+                sc.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(v, causal)) = jobs.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, pass(input, stints, cfg, cal, pair, v, causal)));
+                    }
                 })
-                .collect();
-            hs.into_iter().map(crate::all::joined).collect()
-        });
-        for (v, fo, ca) in done {
-            values.push(report::value_result(
-                input,
-                stints,
-                v,
-                fo,
-                ca,
-                pair.is_some(),
-            ));
-        }
+            })
+            .collect();
+        hs.into_iter().flat_map(crate::all::joined).collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    let mut passes = done.into_iter().map(|(_, p)| p);
+    let mut values = Vec::new();
+    for &v in &cfg.values_ns {
+        let (ca, fo) = (
+            passes.next().expect("causal pass"),
+            passes.next().expect("first-order pass"),
+        );
+        values.push(report::value_result(
+            input,
+            stints,
+            v,
+            fo,
+            ca,
+            pair.is_some(),
+        ));
     }
     report::finish(input, stints, cfg, cal, pair, values)
 }
