@@ -657,26 +657,7 @@ impl Store {
             .map_err(sql)?;
             workloads.push(tx.last_insert_rowid());
         }
-        tx.execute(
-            "INSERT INTO system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization, knobs_json,
-                                hostname, boot_id, cpuidle_driver, kernel_build, pmlab_version)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                id,
-                system.kernel_release,
-                system.cmdline,
-                system.cpu_model,
-                system.cpus,
-                system.virtualization,
-                serde_json::to_string(&system.knobs).expect("knobs serialise"),
-                system.hostname,
-                system.boot_id,
-                system.cpuidle_driver,
-                system.kernel_build,
-                system.pmlab_version,
-            ],
-        )
-        .map_err(sql)?;
+        put_system(&tx, id, system).map_err(sql)?;
         tx.commit().map_err(sql)?;
         Ok(ExperimentIds {
             experiment: id,
@@ -1114,29 +1095,23 @@ impl Store {
     /// Replace an experiment's system snapshot (its machine identity); for tools and tests
     /// that line up runs across kernels.
     pub fn set_system(&mut self, id: i64, system: &SystemSnapshot) -> Result<(), StoreError> {
-        let n = self
+        let sql = |e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        };
+        let known: bool = self
             .conn
-            .execute(
-                "UPDATE system SET kernel_release = ?2, cmdline = ?3, cpu_model = ?4, cpus = ?5,
-                    virtualization = ?6, knobs_json = ?7, hostname = ?8, boot_id = ?9,
-                    cpuidle_driver = ?10, kernel_build = ?11, pmlab_version = ?12
-                 WHERE experiment_id = ?1",
-                params![
-                    id,
-                    system.kernel_release,
-                    system.cmdline,
-                    system.cpu_model,
-                    system.cpus,
-                    system.virtualization,
-                    serde_json::to_string(&system.knobs).expect("knobs serialise"),
-                    system.hostname,
-                    system.boot_id,
-                    system.cpuidle_driver,
-                    system.kernel_build,
-                    system.pmlab_version,
-                ],
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM experiments WHERE id = ?1)",
+                params![id],
+                |r| r.get(0),
             )
-            .map_err(|e| self.sql(e))?;
+            .map_err(sql)?;
+        let n = if known {
+            put_system(&self.conn, id, system).map_err(sql)?
+        } else {
+            0
+        };
         if n == 0 {
             return Err(StoreError::NoSuchExperiment {
                 path: self.path.clone(),
@@ -1310,6 +1285,29 @@ fn check_file(path: &Path, must_exist: bool) -> Result<(), StoreError> {
         Err(e) => return Err(io(e)),
     }
     Ok(())
+}
+
+/// Write (or replace) an experiment's system snapshot.
+fn put_system(conn: &Connection, id: i64, system: &SystemSnapshot) -> rusqlite::Result<usize> {
+    conn.execute(
+        "INSERT OR REPLACE INTO system(experiment_id, kernel_release, cmdline, cpu_model, cpus, virtualization,
+                knobs_json, hostname, boot_id, cpuidle_driver, kernel_build, pmlab_version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            id,
+            system.kernel_release,
+            system.cmdline,
+            system.cpu_model,
+            system.cpus,
+            system.virtualization,
+            serde_json::to_string(&system.knobs).expect("knobs serialise"),
+            system.hostname,
+            system.boot_id,
+            system.cpuidle_driver,
+            system.kernel_build,
+            system.pmlab_version,
+        ],
+    )
 }
 
 /// A fresh experiment uid: 128 random bits in hex.

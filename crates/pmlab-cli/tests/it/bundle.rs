@@ -2,18 +2,8 @@
 //! by DuckDB with hive partitioning and loaded by `results import` into a fleet store.
 
 use crate::lineup::store_with_two_kernels;
-use crate::util::pmlab;
+use crate::util::{pmlab, stdout_of};
 use std::process::Command;
-
-fn ok(c: &mut assert_cmd::Command) -> String {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
@@ -21,11 +11,13 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
     let db = dir.path().join("two.db");
     store_with_two_kernels(&db, "6.19.0-patched");
     let root = dir.path().join("bundles");
-    let written = ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&db)
-        .args(["export", "all", "--bundle"])
-        .arg(&root));
+    let written = stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&db)
+            .args(["export", "all", "--bundle"])
+            .arg(&root),
+    );
     assert_eq!(written.lines().count(), 3, "{written}");
     assert!(
         written.contains("host=other/kernel=6.19.0-patched/experiment="),
@@ -68,25 +60,31 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
         other => panic!("duckdb query failed: {other:?}"),
     }
     let fleet = dir.path().join("fleet.db");
-    let first = ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&fleet)
-        .args(["import"])
-        .arg(&root));
+    let first = stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&fleet)
+            .args(["import"])
+            .arg(&root),
+    );
     assert!(first.contains("imported 3 experiment(s)"), "{first}");
-    let again = ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&fleet)
-        .args(["import"])
-        .arg(&root));
+    let again = stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&fleet)
+            .args(["import"])
+            .arg(&root),
+    );
     assert!(
         again.contains("imported 0 experiment(s)") && again.contains("3 already there"),
         "{again}"
     );
-    let table = ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&fleet)
-        .args(["compare", "--by", "host", "latest"]));
+    let table = stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&fleet)
+            .args(["compare", "--by", "host", "latest"]),
+    );
     assert!(table.contains("other A"), "{table}");
     // A directory without bundles: refused, the store unchanged.
     let out = pmlab()
@@ -97,10 +95,12 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let list: Vec<serde_json::Value> = serde_json::from_str(&ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&fleet)
-        .args(["list", "--json"])))
+    let list: Vec<serde_json::Value> = serde_json::from_str(&stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&fleet)
+            .args(["list", "--json"]),
+    ))
     .unwrap();
     assert_eq!(list.len(), 3);
 }
@@ -114,18 +114,22 @@ fn fleet_report_of_two_hosts_loads_in_headless_chromium() {
     let db = dir.path().join("two.db");
     store_with_two_kernels(&db, "6.19.0-patched");
     let root = dir.path().join("bundles");
-    ok(pmlab()
-        .args(["results", "--db"])
-        .arg(&db)
-        .args(["export", "all", "--bundle"])
-        .arg(&root));
+    stdout_of(
+        pmlab()
+            .args(["results", "--db"])
+            .arg(&db)
+            .args(["export", "all", "--bundle"])
+            .arg(&root),
+    );
     let html = dir.path().join("fleet.html");
-    let out = ok(pmlab()
-        .args(["fleet", "report"])
-        .arg(&root)
-        .arg("-o")
-        .arg(&html)
-        .arg("--json"));
+    let out = stdout_of(
+        pmlab()
+            .args(["fleet", "report"])
+            .arg(&root)
+            .arg("-o")
+            .arg(&html)
+            .arg("--json"),
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["machines"], 2, "{out}");
     assert_eq!(v["experiments"], 1, "{out}");

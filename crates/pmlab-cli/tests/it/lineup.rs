@@ -1,19 +1,9 @@
 //! `pmlab results compare --by kernel|host`: one experiment lined up across kernels or
 //! hosts. The second kernel's identity is written through the store's own API.
 
-use crate::util::pmlab;
+use crate::util::{pmlab, stdout_of};
 use pmlab_lab::store::Store;
 use std::path::Path;
-
-fn stdout_of(c: &mut assert_cmd::Command) -> String {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Three runs of one compare experiment; experiments 2 and 3 then say they ran on
 /// `kernel` (build `#2`) on host `other`.

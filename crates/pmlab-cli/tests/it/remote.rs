@@ -5,20 +5,9 @@
 //! nothing on the target. Run under `flock /tmp/pmlab-live.lock` (a knob is set).
 
 use crate::sshd::{Options, Sshd};
-use crate::util::pmlab;
+use crate::util::{pmlab, stdout_of};
 use std::path::Path;
 use std::process::Command;
-
-fn stdout_of(c: &mut assert_cmd::Command) -> String {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A refusal: exit 1 and `pmlab: error:` with `want` in it.
 fn refused(c: &mut assert_cmd::Command, want: &str) -> String {

@@ -17,6 +17,18 @@ pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
+/// Run `c`, assert it succeeded (showing its stderr if not) and return its stdout.
+pub fn stdout_of(c: &mut assert_cmd::Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// True when running as root (the project's machines always are).
 pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
