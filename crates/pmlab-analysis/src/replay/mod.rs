@@ -290,8 +290,10 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
             continue;
         }
         let inner = d.inner.get(&cpu).map_or(&[][..], |v| v.as_slice());
-        let is_poll =
-            |st: u32| p.source.get(&cpu) == Some(&Source::CpuIdle) && poll_state == Some(st);
+        // Looked up once per CPU, not per period.
+        let cpu_idle = p.source.get(&cpu) == Some(&Source::CpuIdle);
+        let is_poll = |st: u32| cpu_idle && poll_state == Some(st);
+        let mut idle_here: Option<u64> = None;
         let lim = trace_limits.get(&cpu).map_or(&[][..], |v| v.as_slice());
         let limit_at = |ts: u64| -> Option<u64> {
             // the limit in force at ts: the last change before it, else the first's old value
@@ -322,7 +324,7 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
                 pns += q.len();
             } else {
                 nh += 1;
-                if p.source.get(&cpu) == Some(&Source::CpuIdle) && q.complete() {
+                if cpu_idle && q.complete() {
                     hv.push((q.end, q.len()));
                 }
             }
@@ -383,7 +385,7 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
                 trace_halts: nh,
                 trace_poll_ns: pns,
             };
-            *idle_ns.entry(cpu).or_default() += q.end - start;
+            *idle_here.get_or_insert(0) += q.end - start;
             if w.request != 0 && w.request <= q.end {
                 match w.class {
                     WakeClass::Caught if poll => {
@@ -402,6 +404,9 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
                 }
             }
             stints.push(s);
+        }
+        if let Some(ns) = idle_here {
+            idle_ns.insert(cpu, ns);
         }
     }
     let own = Calibration {
