@@ -221,7 +221,9 @@ fn missing() -> Missing {
 /// Prepare the replay from a trace: idle periods, then the wakeups walk with detail.
 pub fn prepare(trace: &Trace, opts: &Options) -> Result<Input, Missing> {
     let p = idle::periods(trace, opts).map_err(|_| missing())?;
-    let (_, d) = prepare_with(trace, opts, &p)?;
+    let (rep, d) = prepare_with(trace, opts, &p)?;
+    // Unmapping the periods' tables takes milliseconds the replay need not wait for.
+    std::thread::spawn(move || drop((p, rep)));
     Ok(d)
 }
 
@@ -250,11 +252,26 @@ pub fn prepare_with(
             ..Missing::new("whatif", &names)
         });
     }
-    let (rep, d) = wakeups::analyze_detailed(trace, opts, p).map_err(|_| missing())?;
-    Ok((rep, build(trace, opts, p, &d)))
+    // The haltpoll timeline does not depend on the wakeups walk: it is read beside it.
+    let (walked, limits) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| haltpoll::analyze(trace, opts).ok());
+        let w = wakeups::analyze_detailed(trace, opts, p);
+        (w, crate::all::joined(h))
+    });
+    let (rep, d) = walked.map_err(|_| missing())?;
+    let input = build(trace, opts, p, &d, limits);
+    // As in `prepare`: the walk's detail is freed off the replay's path.
+    std::thread::spawn(move || drop(d));
+    Ok((rep, input))
 }
 
-fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
+fn build(
+    trace: &Trace,
+    opts: &Options,
+    p: &Periods,
+    d: &WakeDetails,
+    limits: Option<haltpoll::HaltpollReport>,
+) -> Input {
     let mut notes = Vec::new();
     // The poll state: named POLL, else state 0 where the haltpoll driver is seen.
     let poll_state = opts
@@ -262,7 +279,6 @@ fn build(trace: &Trace, opts: &Options, p: &Periods, d: &WakeDetails) -> Input {
         .as_ref()
         .and_then(|s| s.iter().find(|(_, i)| i.name == "POLL").map(|(k, _)| *k))
         .or_else(|| trace.event_id("power", "guest_halt_poll_ns").map(|_| 0u32));
-    let limits = haltpoll::analyze(trace, opts).ok();
     let mut trace_limits: BTreeMap<u32, Vec<LimitChange>> = BTreeMap::new();
     if let Some(h) = &limits {
         for c in &h.timeline {
