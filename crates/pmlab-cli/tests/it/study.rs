@@ -25,10 +25,19 @@ struct Ran {
     seconds: f64,
 }
 
+/// A directory that outlives the test (the study results are shared across tests), under
+/// one root that the next test process empties first: leftovers never pile up in /tmp.
 fn tempdir() -> PathBuf {
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(|| {
+        let root = std::env::temp_dir().join("pmlab-study-tests");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        root
+    });
     let d = tempfile::Builder::new()
         .prefix("pmlab-study-test")
-        .tempdir()
+        .tempdir_in(root)
         .unwrap();
     d.keep()
 }
