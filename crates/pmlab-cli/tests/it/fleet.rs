@@ -17,24 +17,6 @@ fn ansible_playbook() -> Option<PathBuf> {
     (out.status.success() && !p.is_empty()).then(|| PathBuf::from(p))
 }
 
-/// Manifests of the bundles under `dir`.
-fn manifests(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n == "manifest.json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
     let Some(playbook_cmd) = ansible_playbook() else {
@@ -98,7 +80,12 @@ fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
     );
     assert!(out.status.success(), "{log}");
     assert!(log.contains("t1") && log.contains("failed=0"), "{log}");
-    let found = manifests(&bundles);
+    // The bundles pmlab itself finds there (bundle::find, as `results import` does).
+    let found: Vec<PathBuf> = pmlab_lab::bundle::find(&bundles)
+        .unwrap_or_default()
+        .iter()
+        .map(|db| db.with_file_name("manifest.json"))
+        .collect();
     assert_eq!(found.len(), 2, "one bundle per target: {found:?}\n{log}");
     for (m, inv_host) in found.iter().zip(["inventory=t1", "inventory=t2"]) {
         assert!(
