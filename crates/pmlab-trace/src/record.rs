@@ -380,8 +380,9 @@ impl Recorder {
             started: Instant::now(),
         };
         rec.configure(&filters)?;
-        rec.start_readers(reader_cpus)?;
         rec.instance().set_tracing_on(true)?;
+        rec.mark_each_cpu();
+        rec.start_readers(reader_cpus)?;
         rec.started = Instant::now();
         Ok(rec)
     }
@@ -421,6 +422,34 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+
+    /// Writes one marker into each CPU's buffer before the readers first poll. The kernel
+    /// arms a reader's `buffer_percent` watermark only when its poll finds the buffer
+    /// non-empty; polled empty, the reader is woken when the first page fills, which on an
+    /// idle CPU is seconds later, in the middle of the measured part. This thread moves to
+    /// each CPU in turn (CPUs it may not run on keep that one early wakeup), then back.
+    fn mark_each_cpu(&self) {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        use std::io::Write;
+        let (Ok(cpus), Ok(path), Ok(home)) = (
+            self.instance().cpus(),
+            self.instance().file("trace_marker"),
+            sched_getaffinity(None),
+        ) else {
+            return;
+        };
+        let Ok(mut marker) = OpenOptions::new().write(true).open(path) else {
+            return;
+        };
+        for cpu in cpus.into_iter().filter(|&c| (c as usize) < CpuSet::MAX_CPU) {
+            let mut one = CpuSet::new();
+            one.set(cpu as usize);
+            if sched_setaffinity(None, &one).is_ok() {
+                let _ = marker.write_all(format!("pmlab: recording CPU {cpu}\n").as_bytes());
+            }
+        }
+        let _ = sched_setaffinity(None, &home);
     }
 
     fn start_readers(&mut self, reader_cpus: Option<Vec<u32>>) -> Result<(), RecordError> {

@@ -380,8 +380,13 @@ fn events_filters_and_buffer_size_apply_to_the_private_instance() {
     untouched.check();
     let dump = pmlab().arg("dump").arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
-    let mut switches = 0;
+    let (mut switches, mut markers) = (0, 0);
     for l in text.lines().skip(1) {
+        // One start marker per CPU (it arms the readers' buffer_percent watermark).
+        if l.contains(" print: ") && l.contains("pmlab: recording CPU ") {
+            markers += 1;
+            continue;
+        }
         assert!(
             l.contains("sched_switch:") || l.contains("irq_handler_entry:"),
             "unexpected event: {l}"
@@ -392,6 +397,11 @@ fn events_filters_and_buffer_size_apply_to_the_private_instance() {
         }
     }
     assert!(switches > 0, "no sched_switch in 2 s");
+    assert_eq!(
+        markers,
+        crate::util::online_cpus().len(),
+        "start markers:\n{text}"
+    );
     check_file(&file);
 
     // bad event, bad filter: clear errors, nothing left behind

@@ -2,7 +2,7 @@
 //! against what the kernel must do (IPIs per wakeup, POLL time, idle residency), pmlab's
 //! own wakeups while idle, bad input, Ctrl-C, and no stray processes afterwards.
 
-use crate::util::{cpuidle_driver, is_root, pmlab};
+use crate::util::{cpuidle_driver, is_root, online_cpus, pmlab};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -137,18 +137,6 @@ fn metric(j: &Value, list: &str, name: &str) -> f64 {
 
 fn side(j: &Value, name: &str) -> f64 {
     metric(j, "side_metrics", name)
-}
-
-fn online_cpus() -> Vec<u32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
-            None => cpus.push(part.parse().unwrap()),
-        }
-    }
-    cpus
 }
 
 /// (busy, total) jiffies over all CPUs from /proc/stat.

@@ -119,3 +119,16 @@ pub fn assert_ops_cover_spans<'a>(ops: impl IntoIterator<Item = &'a serde_json::
 pub fn cpuidle_driver() -> String {
     pmlab_kernel::knob::resolve::cpuidle_driver(&pmlab_kernel::Root::system())
 }
+
+/// This machine's online CPUs.
+pub(crate) fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
