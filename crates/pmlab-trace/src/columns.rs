@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::model::{Field, FieldKind, LocKind, Trace};
+use crate::model::{field_bytes, uint, Field, FieldKind, LocKind, Trace};
 
 /// Which rows of an event to take: a CPU set and a `[start, end)` timestamp window.
 #[derive(Debug, Clone, Default)]
@@ -255,58 +255,21 @@ impl Trace {
     }
 }
 
-/// An integer of `b.len()` bytes (at most 8) in the trace's byte order.
-#[inline(always)]
-fn uint(b: &[u8], big: bool) -> u64 {
-    if !big {
-        match *b {
-            [x] => return u64::from(x),
-            [a, b] => return u64::from(u16::from_le_bytes([a, b])),
-            [a, b, c, d] => return u64::from(u32::from_le_bytes([a, b, c, d])),
-            [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
-            _ => {}
-        }
-    }
-    let mut v = 0u64;
-    if big {
-        for x in b.iter().take(8) {
-            v = (v << 8) | u64::from(*x);
-        }
-    } else {
-        for (k, x) in b.iter().enumerate().take(8) {
-            v |= u64::from(*x) << (8 * k);
-        }
-    }
-    v
-}
-
 /// Where a field's bytes are in a record.
 #[derive(Clone, Copy)]
 struct Place {
     offset: usize,
     size: usize,
     loc: LocKind,
+    /// A size-0 char array (`print`'s `char buf[]`) is the rest of the record.
+    flexible: bool,
 }
 
 impl Place {
-    /// The field's bytes (the array a `__data_loc`/`__rel_loc` points at); empty when out of bounds.
+    /// The field's bytes, as [`field_bytes`] reads them.
     #[inline(always)]
     fn bytes<'r>(&self, rec: &'r [u8], big: bool) -> &'r [u8] {
-        let (o, s) = (self.offset, self.size);
-        let Some(b) = rec.get(o..o + s) else {
-            return &[];
-        };
-        match self.loc {
-            LocKind::Inline => b,
-            LocKind::DataLoc | LocKind::RelLoc => {
-                let v = uint(&b[..s.min(4)], big) as usize;
-                let (mut start, len) = (v & 0xffff, v >> 16);
-                if self.loc == LocKind::RelLoc {
-                    start += o + s;
-                }
-                rec.get(start..start + len).unwrap_or(&[])
-            }
-        }
+        field_bytes(rec, (self.offset, self.size, self.loc), big, self.flexible)
     }
 }
 
@@ -371,6 +334,8 @@ impl Builder {
                 FieldKind::RelLoc { .. } => LocKind::RelLoc,
                 _ => LocKind::Inline,
             },
+            flexible: field.size == 0
+                && ColumnType::of(field, long_size) == ColumnType::Scalar(Scalar::Str),
         };
         let mut offsets = crate::dat::huge_vec(rows + 1);
         offsets.push(0i64);
@@ -511,5 +476,35 @@ mod tests {
             FieldKind::DataLoc { is_char: true },
         );
         assert_eq!(ColumnType::of(&name, 8), ColumnType::Scalar(Scalar::Str));
+    }
+
+    #[test]
+    fn a_flexible_char_array_runs_to_the_end_of_the_record() {
+        // `print`'s `char buf[]`: size 0 at offset 16, the text after it, NUL-terminated.
+        let mut f = field(
+            "char[]",
+            0,
+            true,
+            FieldKind::Array {
+                elem_size: 1,
+                count: 0,
+                is_char: true,
+            },
+        );
+        f.offset = 16;
+        let mut rec = vec![0u8; 16];
+        rec.extend_from_slice(b"pmlab: recording CPU 0\n\0\0");
+        let mut b = Builder::new(&f, 8, 1);
+        b.push(&rec, false);
+        match b.finish() {
+            Values::Str { offsets, data } => {
+                assert_eq!(offsets, vec![0, data.len() as i64]);
+                assert_eq!(data, b"pmlab: recording CPU 0\n");
+            }
+            _ => panic!("a char array is a string column"),
+        }
+        // past the record: empty, not a panic
+        f.offset = 64;
+        assert!(field_bytes(&rec, (64, 0, LocKind::Inline), false, true).is_empty());
     }
 }

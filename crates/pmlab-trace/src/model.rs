@@ -263,6 +263,58 @@ pub struct FieldRef {
     pub loc: LocKind,
 }
 
+/// An integer of `b.len()` bytes (at most 8) in the trace's byte order.
+#[inline(always)]
+pub(crate) fn uint(b: &[u8], big: bool) -> u64 {
+    if !big {
+        match *b {
+            [x] => return u64::from(x),
+            [a, b] => return u64::from(u16::from_le_bytes([a, b])),
+            [a, b, c, d] => return u64::from(u32::from_le_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+            _ => {}
+        }
+    }
+    let mut v = 0u64;
+    if big {
+        for x in b.iter().take(8) {
+            v = (v << 8) | u64::from(*x);
+        }
+    } else {
+        for (k, x) in b.iter().enumerate().take(8) {
+            v |= u64::from(*x) << (8 * k);
+        }
+    }
+    v
+}
+
+/// A field's bytes in a record: its inline bytes, or the array a `__data_loc`/`__rel_loc`
+/// points at; empty when out of bounds. With `flexible`, a size-0 inline array (`print`'s
+/// `char buf[]`) is the rest of the record. Every reader of field bytes goes through here.
+#[inline(always)]
+pub(crate) fn field_bytes(
+    rec: &[u8],
+    (offset, size, loc): (usize, usize, LocKind),
+    big: bool,
+    flexible: bool,
+) -> &[u8] {
+    let Some(b) = rec.get(offset..offset + size) else {
+        return &[];
+    };
+    match loc {
+        LocKind::Inline if size == 0 && flexible => &rec[offset..],
+        LocKind::Inline => b,
+        LocKind::DataLoc | LocKind::RelLoc => {
+            let v = uint(&b[..size.min(4)], big) as usize;
+            let (mut start, len) = (v & 0xffff, v >> 16);
+            if loc == LocKind::RelLoc {
+                start += offset + size;
+            }
+            rec.get(start..start + len).unwrap_or(&[])
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LocKind {
     Inline,
@@ -352,30 +404,7 @@ impl Trace {
 
     #[inline(always)]
     pub(crate) fn read_uint(&self, b: &[u8]) -> u64 {
-        if self.endian == Endian::Little {
-            // The usual field sizes, without a loop over bytes.
-            match *b {
-                [x] => return u64::from(x),
-                [a, b] => return u64::from(u16::from_le_bytes([a, b])),
-                [a, b, c, d] => return u64::from(u32::from_le_bytes([a, b, c, d])),
-                [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
-                _ => {}
-            }
-        }
-        let mut v = 0u64;
-        match self.endian {
-            Endian::Little => {
-                for (k, x) in b.iter().enumerate().take(8) {
-                    v |= (*x as u64) << (8 * k);
-                }
-            }
-            Endian::Big => {
-                for x in b.iter().take(8) {
-                    v = (v << 8) | *x as u64;
-                }
-            }
-        }
-        v
+        uint(b, self.endian == Endian::Big)
     }
 
     /// Unsigned value of an integer field of event `i` (0 if out of bounds).
@@ -400,22 +429,23 @@ impl Trace {
 
     /// The bytes of a fixed array or a `__data_loc`/`__rel_loc` field of event `i`.
     pub fn bytes_at(&self, i: usize, f: FieldRef) -> &[u8] {
-        let r = self.events.record(i);
-        let (o, s) = (f.offset as usize, f.size as usize);
-        if o + s > r.len() {
-            return &[];
-        }
-        match f.loc {
-            LocKind::Inline => &r[o..o + s],
-            LocKind::DataLoc | LocKind::RelLoc => {
-                let v = self.read_uint(&r[o..o + 4]) as usize;
-                let (mut start, len) = (v & 0xffff, v >> 16);
-                if f.loc == LocKind::RelLoc {
-                    start += o + s;
-                }
-                r.get(start..start + len).unwrap_or(&[])
-            }
-        }
+        self.field_bytes(i, f, false)
+    }
+
+    /// As [`Trace::bytes_at`], a size-0 inline array (`print`'s `char buf[]`) being the rest
+    /// of the record.
+    pub fn flexible_bytes_at(&self, i: usize, f: FieldRef) -> &[u8] {
+        self.field_bytes(i, f, true)
+    }
+
+    fn field_bytes(&self, i: usize, f: FieldRef, flexible: bool) -> &[u8] {
+        let at = (f.offset as usize, f.size as usize, f.loc);
+        field_bytes(
+            self.events.record(i),
+            at,
+            self.endian == Endian::Big,
+            flexible,
+        )
     }
 
     /// A char array or string field of event `i`, cut at the first NUL.

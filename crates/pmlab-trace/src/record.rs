@@ -9,7 +9,7 @@
 //! SIGKILL, by the stale-instance sweep at the start of the next recording.
 
 use crate::format::{parse_format_opts, parse_header_page, HeaderPage};
-use crate::model::Endian;
+use crate::model::{uint, Endian};
 use crate::page::{self, Missed, PageLayout};
 use crate::writer::{self, CpuData, EventSystem, TraceDatHeader};
 use pmlab_kernel::tracefs::{self, Instance, TracefsError};
@@ -928,21 +928,6 @@ fn page_layout(h: &TraceDatHeader) -> PageLayout {
     PageLayout::new(endian, &header)
 }
 
-/// An unsigned field of a record, in the trace's byte order (up to 8 bytes).
-fn uint(endian: Endian, b: &[u8]) -> u64 {
-    let mut v = [0u8; 8];
-    match endian {
-        Endian::Little => {
-            v[..b.len()].copy_from_slice(b);
-            u64::from_le_bytes(v)
-        }
-        Endian::Big => {
-            v[8 - b.len()..].copy_from_slice(b);
-            u64::from_be_bytes(v)
-        }
-    }
-}
-
 /// (offset, size) of a field in an event record.
 type FieldSpan = (usize, usize);
 
@@ -1051,12 +1036,12 @@ fn scan_file(
             if rec.len() < 2 {
                 return;
             }
-            let id = uint(l.endian, &rec[..2]) as u16;
+            let id = uint(&rec[..2], l.endian == Endian::Big) as u16;
             *by_id.entry(id).or_insert(0) += 1;
             if let Some(pairs) = names.comm_fields.get(&id) {
                 for &((co, cs), (po, ps)) in pairs {
                     if co + cs <= rec.len() && po + ps <= rec.len() && ps == 4 {
-                        let pid = uint(l.endian, &rec[po..po + 4]) as u32 as i32;
+                        let pid = uint(&rec[po..po + 4], l.endian == Endian::Big) as u32 as i32;
                         let c = &rec[co..co + cs];
                         let c = &c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())];
                         if pid > 0 && !c.is_empty() {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::model::{FieldKind, FieldRef, LocKind, Trace};
+use crate::model::{FieldKind, FieldRef, Trace};
 use proto::*;
 
 /// Events per `FtraceEventBundle` (traced writes bundles of about a ring-buffer page; a
@@ -495,21 +495,14 @@ impl<'a, W: Write> Exporter<'a, W> {
 /// A string field (char array or `__data_loc char[]`), cut at the first NUL; a flexible
 /// `char buf[]` (size 0, as `print` has) runs to the record's end.
 fn field_str(t: &Trace, i: usize, f: FieldRef) -> String {
-    let b = field_bytes(t, i, f);
+    let b = t.flexible_bytes_at(i, f);
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-fn field_bytes(t: &Trace, i: usize, f: FieldRef) -> &[u8] {
-    if f.size == 0 && f.loc == LocKind::Inline {
-        return t.events.record(i).get(f.offset as usize..).unwrap_or(&[]);
-    }
-    t.bytes_at(i, f)
-}
-
 /// A non-char array as `{0x1,0x2}`, elements of `elem` bytes in the trace's byte order.
 fn array_str(t: &Trace, i: usize, f: FieldRef, elem: u32) -> String {
-    let b = field_bytes(t, i, f);
+    let b = t.flexible_bytes_at(i, f);
     let elem = (elem.clamp(1, 8)) as usize;
     let big = t.endian == crate::model::Endian::Big;
     let mut s = String::from("{");
