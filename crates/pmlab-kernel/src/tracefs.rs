@@ -558,6 +558,16 @@ impl Instance {
         self.write("buffer_percent", &percent.to_string())
     }
 
+    /// Turn off the `block` trace option (an instance inherits it from the global one):
+    /// with it on, `poll` on `trace_pipe_raw` always says readable, and a reader that waits
+    /// in `poll` would spin. Kernels without the option are left as they are.
+    pub fn set_poll_waits(&self) -> Result<(), TracefsError> {
+        match self.file("options/block") {
+            Ok(p) if p.exists() => self.write("options/block", "0"),
+            _ => Ok(()),
+        }
+    }
+
     /// Enable one event, or a whole system when `event` is None.
     pub fn enable_event(&self, system: &str, event: Option<&str>) -> Result<(), TracefsError> {
         self.write(&event_rel(system, event, "enable"), "1")

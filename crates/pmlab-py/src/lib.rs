@@ -451,6 +451,7 @@ fn whatif<'py>(
             reverse,
             pingpong: None,
             calibration,
+            spent: replay::Spent::FreedInBackground,
         };
         let mut report = replay::run(&trace, &opts, &cfg).map_err(|e| py_err(&e))?;
         if policy == Policy::Haltpoll {

@@ -402,6 +402,7 @@ impl Recorder {
         };
         inst.set_buffer_kb(kb)?;
         inst.set_buffer_percent(self.opts.buffer_percent)?;
+        inst.set_poll_waits()?;
         for (sys, ev) in &self.enabled {
             inst.enable_event(sys, ev.as_deref())?;
         }
@@ -872,7 +873,6 @@ fn read_cpu(
         pipe,
         buf: vec![0u8; page],
     };
-    let mut idle_backoff = Duration::from_millis(1);
     loop {
         use rustix::event::{poll, PollFd, PollFlags};
         let (trace_flags, stopped) = {
@@ -897,12 +897,11 @@ fn read_cpu(
         while mover.step(false)? {
             moved = true;
         }
-        if moved {
-            idle_backoff = Duration::from_millis(1);
-        } else {
-            // Readable but no full page (tiny buffers): do not spin.
-            std::thread::sleep(idle_backoff);
-            idle_backoff = (idle_backoff * 2).min(Duration::from_millis(50));
+        if !moved {
+            // Readable without a full page (the watermark and the pages disagree, as on a
+            // tiny buffer): take the partial page too, so the next poll waits rather than
+            // returns at once. A wake on data, never a sleep on a clock.
+            mover.step(true)?;
         }
     }
     if !ctl.abort.load(Ordering::SeqCst) {

@@ -136,6 +136,31 @@ pub struct Config {
     pub pingpong: Option<(i32, i32)>,
     /// Calibration from another trace; None: from this trace, else defaults.
     pub calibration: Option<Calibration>,
+    /// What becomes of the tables the preparation no longer needs.
+    pub spent: Spent,
+}
+
+/// What becomes of the tables (idle periods, the wakeups walk) that the replay's
+/// preparation no longer needs. Freeing them takes milliseconds of CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spent {
+    /// Freed on a background thread: for a long-lived process (Python, the lab).
+    #[default]
+    FreedInBackground,
+    /// Left to the process's exit: for a one-shot command, where freeing them would only
+    /// take a CPU from the replay's workers.
+    LeftToExit,
+}
+
+impl Spent {
+    fn dispose<T: Send + 'static>(self, t: T) {
+        match self {
+            Spent::FreedInBackground => {
+                std::thread::spawn(move || drop(t));
+            }
+            Spent::LeftToExit => std::mem::forget(t),
+        }
+    }
 }
 
 impl Default for Config {
@@ -147,6 +172,7 @@ impl Default for Config {
             reverse: false,
             pingpong: None,
             calibration: None,
+            spent: Spent::default(),
         }
     }
 }
@@ -220,10 +246,14 @@ fn missing() -> Missing {
 
 /// Prepare the replay from a trace: idle periods, then the wakeups walk with detail.
 pub fn prepare(trace: &Trace, opts: &Options) -> Result<Input, Missing> {
+    prepare_spending(trace, opts, Spent::default())
+}
+
+fn prepare_spending(trace: &Trace, opts: &Options, spent: Spent) -> Result<Input, Missing> {
     let p = idle::periods(trace, opts).map_err(|_| missing())?;
-    let (rep, d) = prepare_with(trace, opts, &p)?;
+    let (rep, d) = prepare_inner(trace, opts, &p, spent)?;
     // Unmapping the periods' tables takes milliseconds the replay need not wait for.
-    std::thread::spawn(move || drop((p, rep)));
+    spent.dispose((p, rep));
     Ok(d)
 }
 
@@ -233,6 +263,15 @@ pub fn prepare_with(
     trace: &Trace,
     opts: &Options,
     p: &Periods,
+) -> Result<(WakeupsReport, Input), Missing> {
+    prepare_inner(trace, opts, p, Spent::default())
+}
+
+fn prepare_inner(
+    trace: &Trace,
+    opts: &Options,
+    p: &Periods,
+    spent: Spent,
 ) -> Result<(WakeupsReport, Input), Missing> {
     let need = [("sched", "sched_waking"), ("ipi", "ipi_send_cpu")];
     let absent: Vec<String> = need
@@ -261,7 +300,7 @@ pub fn prepare_with(
     let (rep, d) = walked.map_err(|_| missing())?;
     let input = build(trace, opts, p, &d, limits);
     // As in `prepare`: the walk's detail is freed off the replay's path.
-    std::thread::spawn(move || drop(d));
+    spent.dispose(d);
     Ok((rep, input))
 }
 
@@ -505,8 +544,10 @@ pub fn governor_check(input: &Input, params: &HaltpollParams) -> BTreeMap<u32, V
 
 /// Run the replay on a trace.
 pub fn run(trace: &Trace, opts: &Options, cfg: &Config) -> Result<WhatifReport, Missing> {
-    let input = prepare(trace, opts)?;
-    Ok(replay(&input, cfg))
+    let input = prepare_spending(trace, opts, cfg.spent)?;
+    let report = replay(&input, cfg);
+    cfg.spent.dispose(input);
+    Ok(report)
 }
 
 /// Per-CPU governor state of one pass.

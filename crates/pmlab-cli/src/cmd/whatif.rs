@@ -177,6 +177,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         reverse: args.reverse,
         pingpong,
         calibration,
+        // A one-shot command: the tables the replay is done with go with the process.
+        spent: replay::Spent::LeftToExit,
     };
     let mut report = replay::run(&trace, &opts, &cfg)?;
     if let Some(n) = param_note.filter(|_| policy == Policy::Haltpoll) {

@@ -534,3 +534,80 @@ fn instance_is_removed_after_sigint_sigterm_and_sigkill() {
     // the global state is still untouched (the killed recorder never used it)
     untouched.check();
 }
+
+/// Voluntary context switches of a process's threads whose name starts with `prefix`.
+fn thread_switches(pid: u32, prefix: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let name = status.lines().next().unwrap_or("");
+        if !name.trim_start_matches("Name:").trim().starts_with(prefix) {
+            continue;
+        }
+        n += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    n
+}
+
+/// The global `block` option, set to `on` for the guard's life, then as it was.
+struct BlockOption {
+    path: PathBuf,
+    before: String,
+}
+
+impl BlockOption {
+    fn set(t: &Path, on: bool) -> Option<BlockOption> {
+        let path = t.join("options/block");
+        let before = std::fs::read_to_string(&path).ok()?;
+        std::fs::write(&path, if on { "1" } else { "0" }).ok()?;
+        Some(BlockOption { path, before })
+    }
+}
+
+impl Drop for BlockOption {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, self.before.trim());
+    }
+}
+
+#[test]
+fn a_global_block_option_does_not_make_the_readers_spin() {
+    let _m = machine();
+    let untouched = Untouched::new();
+    let t = untouched.tracefs.clone();
+    // With `block` on, poll on trace_pipe_raw always says readable: a reader that trusted it
+    // would wake without end. The recorder turns it off in its own instance.
+    let Some(_block) = BlockOption::set(&t, true) else {
+        eprintln!("skipped: this kernel has no `block` trace option");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args(["record", "--duration", "3s", "-o"])
+        .arg(tmp.path().join("block.dat"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let inst = wait_for_instance(&t, child.id());
+    let block = std::fs::read_to_string(inst.join("options/block")).unwrap_or_default();
+    let a = thread_switches(child.id(), "pmlab-rec-");
+    std::thread::sleep(Duration::from_millis(1500));
+    let b = thread_switches(child.id(), "pmlab-rec-");
+    assert!(child.wait().unwrap().success());
+    drop(_block);
+    untouched.check();
+    assert_eq!(block.trim(), "0", "the instance's block option");
+    assert!(
+        b - a <= 2,
+        "the readers woke {} times in 1.5 s of an idle recording",
+        b - a
+    );
+}
