@@ -129,11 +129,7 @@ fn main() {
         Command::Fleet(a) => cmd::fleet::run(a),
     };
     if let Err(e) = result {
-        eprint!("pmlab: error: {e}");
-        for cause in e.chain().skip(1) {
-            eprint!(": {cause}");
-        }
-        eprintln!();
+        eprintln!("pmlab: error: {}", pmlab_kernel::error_chain(e.as_ref()));
         std::process::exit(1);
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
+use pmlab_kernel::knob::KnobError;
 use pmlab_kernel::{Direction, Metric};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -14,12 +15,25 @@ use std::time::Duration;
 /// Why an executor refused or failed outside a single run.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    /// Bad input, found before anything ran (unknown knob or value, bad workload).
+    /// Bad input to a fake or simulated executor, found before anything ran.
     #[error("{0}")]
     Invalid(String),
+    /// A knob setting that is not `NAME=VALUE`.
+    #[error(transparent)]
+    Assignment(#[from] crate::spec::SpecError),
+    /// A workload's words that describe no workload.
+    #[error(transparent)]
+    Workload(#[from] pmlab_workload::WorkloadError),
+    /// A configuration's knobs refused before anything was written.
+    #[error("configuration `{label}`")]
+    Configuration {
+        label: String,
+        #[source]
+        source: KnobError,
+    },
     /// The machine could not be configured or restored.
-    #[error("{0}")]
-    Machine(String),
+    #[error(transparent)]
+    Knob(#[from] KnobError),
 }
 
 /// Which hook a command is.
@@ -86,29 +100,66 @@ pub trait Executor {
     /// Put the machine in this configuration: as found, plus its knobs.
     fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError>;
     /// One measured run of a workload in the current configuration. The error is recorded.
-    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String>;
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError>;
     /// Run a hook command (default: `sh -c COMMAND`, failing on a non-zero exit).
-    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), String> {
+    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), HookError> {
         run_shell(kind, command)
     }
     /// Put the machine back as found. Called at the end and on every interruption.
     fn restore(&mut self) -> Result<(), ExecError>;
 }
 
+/// Why one run failed. The store keeps its cause chain (`pmlab_kernel::error_chain`) as the run's error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Workload(#[from] pmlab_workload::WorkloadError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    /// A failure the fake or simulated executor was told to produce.
+    #[error("{0}")]
+    Simulated(String),
+}
+
+/// Why a hook command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("{} hook `{command}` could not start", kind.as_str())]
+    Spawn {
+        kind: HookKind,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} hook `{command}` failed: {status}", kind.as_str())]
+    Failed {
+        kind: HookKind,
+        command: String,
+        status: std::process::ExitStatus,
+    },
+}
+
 /// Run a hook through `sh -c`.
-pub fn run_shell(kind: HookKind, command: &str) -> Result<(), String> {
+pub fn run_shell(kind: HookKind, command: &str) -> Result<(), HookError> {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .status()
-        .map_err(|e| format!("{} hook `{command}`: {e}", kind.as_str()))?;
+        .map_err(|source| HookError::Spawn {
+            kind,
+            command: command.into(),
+            source,
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} hook `{command}` failed: {status}",
-            kind.as_str()
-        ))
+        Err(HookError::Failed {
+            kind,
+            command: command.into(),
+            status,
+        })
     }
 }
 
@@ -256,8 +307,7 @@ impl Executor for FakeExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
         for c in &experiment.configurations {
             for k in &c.knobs {
-                let (name, value) =
-                    split_assignment(k).map_err(|e| ExecError::Invalid(e.to_string()))?;
+                let (name, value) = split_assignment(k)?;
                 if !FAKE_KNOBS.contains(&name) {
                     return Err(ExecError::Invalid(format!(
                         "unknown knob `{name}` (the fake executor knows {})",
@@ -295,7 +345,7 @@ impl Executor for FakeExecutor {
         Ok(())
     }
 
-    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String> {
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError> {
         let label = self
             .current
             .as_ref()
@@ -315,7 +365,10 @@ impl Executor for FakeExecutor {
         if self.spec.fail_at == Some(context.sequence)
             || self.knob("fake.fail").is_some_and(|f| f != 0.0)
         {
-            return Err(format!("fake failure in run {}", context.sequence));
+            return Err(RunError::Simulated(format!(
+                "fake failure in run {}",
+                context.sequence
+            )));
         }
         let mean = self.knob("fake.mean").unwrap_or(self.spec.mean);
         let sd = self.knob("fake.sd").unwrap_or(self.spec.sd);
@@ -350,7 +403,7 @@ impl Executor for FakeExecutor {
         })
     }
 
-    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), String> {
+    fn hook(&mut self, kind: HookKind, command: &str) -> Result<(), HookError> {
         self.log(format!("hook {}", kind.as_str()));
         run_shell(kind, command)
     }

@@ -41,8 +41,20 @@ pub enum LabError {
     Exec(#[from] ExecError),
     #[error(transparent)]
     Workload(#[from] WorkloadError),
-    #[error("{0}")]
-    Source(String),
+    #[error(transparent)]
+    Trace(#[from] crate::tracing::TraceSourceError),
+    #[error("starting the recording")]
+    RecordStart(#[source] pmlab_trace::record::RecordError),
+    #[error("finishing the recording")]
+    RecordStop(#[source] pmlab_trace::record::RecordError),
+    #[error("command {0:?} is not an executable file")]
+    NotExecutable(String),
+    #[error("command {0:?} not found in PATH")]
+    NotInPath(String),
+    #[error("starting {0:?}")]
+    Spawn(String, #[source] std::io::Error),
+    #[error("waiting for the command")]
+    Wait(#[source] std::io::Error),
     #[error("interrupted: the workload's workers were killed")]
     Interrupted,
 }
@@ -195,10 +207,11 @@ impl Lab {
     pub fn side_sources(&self, sources: &Sources) -> Result<Vec<Box<dyn SideSource>>, LabError> {
         let mut v: Vec<Box<dyn SideSource>> = Vec::new();
         if let Some((db, events)) = &sources.trace {
-            v.push(Box::new(
-                TraceSource::new(self.root.clone(), db, events.clone())
-                    .map_err(LabError::Source)?,
-            ));
+            v.push(Box::new(TraceSource::new(
+                self.root.clone(),
+                db,
+                events.clone(),
+            )?));
         }
         v.push(Box::new(CounterSource::new(self.root_path())));
         Ok(v)

@@ -2,23 +2,24 @@
 //! the built-in workloads, and side metrics from [`SideSource`]s (counter deltas, traces)
 //! taken right around each workload's measured part.
 
-use crate::executor::{ExecError, Executor, RunContext, RunOutput};
+use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
 use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
+use pmlab_kernel::knob::KnobError;
 use pmlab_kernel::Metric;
-use pmlab_workload::{Probe, WorkloadError, WorkloadResult, WorkloadSpec};
+use pmlab_workload::{Probe, ProbeError, WorkloadError, WorkloadResult, WorkloadSpec};
 use std::path::PathBuf;
 
 /// How knobs are validated, read, set and restored.
 pub trait Knobs {
     /// Check assignments without writing anything.
-    fn validate(&self, assignments: &[String]) -> Result<(), String>;
+    fn validate(&self, assignments: &[String]) -> Result<(), KnobError>;
     /// Current values of knobs (names with `@CPUS`), for the system snapshot.
     fn read(&self, names: &[String]) -> Vec<(String, String)>;
     /// Machine = as found + these assignments (knobs set by an earlier call and absent here go back).
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String>;
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError>;
     /// Every knob back as found.
-    fn restore(&mut self) -> Result<(), String>;
+    fn restore(&mut self) -> Result<(), KnobError>;
 }
 
 /// A backend without knob support: the machine as found only.
@@ -28,19 +29,22 @@ pub struct NoKnobs {
 }
 
 impl Knobs for NoKnobs {
-    fn validate(&self, assignments: &[String]) -> Result<(), String> {
+    fn validate(&self, assignments: &[String]) -> Result<(), KnobError> {
         match assignments.first() {
             None => Ok(()),
-            Some(a) => Err(format!("cannot set `{a}`: {}", self.reason)),
+            Some(a) => Err(KnobError::Invalid {
+                assignment: a.clone(),
+                reason: format!("cannot be set: {}", self.reason),
+            }),
         }
     }
     fn read(&self, _: &[String]) -> Vec<(String, String)> {
         Vec::new()
     }
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError> {
         self.validate(assignments)
     }
-    fn restore(&mut self) -> Result<(), String> {
+    fn restore(&mut self) -> Result<(), KnobError> {
         Ok(())
     }
 }
@@ -59,8 +63,8 @@ impl TransactionKnobs {
 }
 
 impl Knobs for TransactionKnobs {
-    fn validate(&self, assignments: &[String]) -> Result<(), String> {
-        pmlab_kernel::knob::validate(&self.root, assignments).map_err(|e| e.to_string())
+    fn validate(&self, assignments: &[String]) -> Result<(), KnobError> {
+        pmlab_kernel::knob::validate(&self.root, assignments)
     }
     fn read(&self, names: &[String]) -> Vec<(String, String)> {
         names
@@ -72,21 +76,20 @@ impl Knobs for TransactionKnobs {
             })
             .collect()
     }
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), String> {
+    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError> {
         if self.txn.is_none() {
             if assignments.is_empty() {
                 return Ok(());
             }
-            let t =
-                pmlab_kernel::knob::Transaction::begin(&self.root).map_err(|e| e.to_string())?;
+            let t = pmlab_kernel::knob::Transaction::begin(&self.root)?;
             self.txn = Some(t);
         }
         let t = self.txn.as_mut().expect("transaction");
-        t.switch_to(assignments).map_err(|e| e.to_string())
+        t.switch_to(assignments)
     }
-    fn restore(&mut self) -> Result<(), String> {
+    fn restore(&mut self) -> Result<(), KnobError> {
         match self.txn.as_mut() {
-            Some(t) => t.restore().map_err(|e| e.to_string()),
+            Some(t) => t.restore(),
             None => Ok(()),
         }
     }
@@ -97,8 +100,8 @@ impl Knobs for TransactionKnobs {
 pub trait SideSource {
     /// Which run comes next (before `before`); `label` is the configuration's.
     fn begin_run(&mut self, _context: &RunContext, _label: &str) {}
-    fn before(&mut self) -> Result<(), String>;
-    fn after(&mut self) -> Result<Vec<Metric>, String>;
+    fn before(&mut self) -> Result<(), ProbeError>;
+    fn after(&mut self) -> Result<Vec<Metric>, ProbeError>;
     /// A trace file written by this source for the last run, if any.
     fn trace_path(&mut self) -> Option<PathBuf> {
         None
@@ -118,27 +121,13 @@ impl CounterSource {
     }
 }
 
-/// An error with its causes: `a: b: c`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s += &format!(": {c}");
-        cause = c.source();
-    }
-    s
-}
-
 impl SideSource for CounterSource {
-    fn before(&mut self) -> Result<(), String> {
-        self.before = Some(
-            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?,
-        );
+    fn before(&mut self) -> Result<(), ProbeError> {
+        self.before = Some(pmlab_kernel::counters::Snapshot::take_at(&self.root)?);
         Ok(())
     }
-    fn after(&mut self) -> Result<Vec<Metric>, String> {
-        let after =
-            pmlab_kernel::counters::Snapshot::take_at(&self.root).map_err(|e| error_chain(&e))?;
+    fn after(&mut self) -> Result<Vec<Metric>, ProbeError> {
+        let after = pmlab_kernel::counters::Snapshot::take_at(&self.root)?;
         match self.before.take() {
             Some(before) => Ok(pmlab_kernel::counters::delta_metrics(&before, &after)),
             None => Ok(Vec::new()),
@@ -198,13 +187,13 @@ struct SourcesProbe<'a> {
 }
 
 impl Probe for SourcesProbe<'_> {
-    fn before(&mut self) -> Result<(), String> {
+    fn before(&mut self) -> Result<(), ProbeError> {
         for s in self.sources.iter_mut() {
             s.before()?;
         }
         Ok(())
     }
-    fn after(&mut self) -> Result<(), String> {
+    fn after(&mut self) -> Result<(), ProbeError> {
         for s in self.sources.iter_mut().rev() {
             self.metrics.extend(s.after()?);
         }
@@ -216,17 +205,18 @@ impl Executor for MachineExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
         let mut specs = Vec::new();
         for w in &experiment.workloads {
-            specs.push(
-                WorkloadSpec::from_words(&w.argv).map_err(|e| ExecError::Invalid(e.to_string()))?,
-            );
+            specs.push(WorkloadSpec::from_words(&w.argv)?);
         }
         for c in &experiment.configurations {
             for k in &c.knobs {
-                split_assignment(k).map_err(|e| ExecError::Invalid(e.to_string()))?;
+                split_assignment(k)?;
             }
             self.knobs
                 .validate(&c.knobs)
-                .map_err(|e| ExecError::Invalid(format!("configuration `{}`: {e}", c.label)))?;
+                .map_err(|source| ExecError::Configuration {
+                    label: c.label.clone(),
+                    source,
+                })?;
         }
         self.specs = specs;
         Ok(())
@@ -240,29 +230,24 @@ impl Executor for MachineExecutor {
 
     fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError> {
         self.label = configuration.label.clone();
-        self.knobs
-            .switch_to(&configuration.knobs)
-            .map_err(ExecError::Machine)
+        Ok(self.knobs.switch_to(&configuration.knobs)?)
     }
 
-    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, String> {
+    fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError> {
         let spec = match self.specs.get(context.workload) {
             Some(s) => s.clone(),
-            None => WorkloadSpec::from_words(&workload.argv).map_err(|e| e.to_string())?,
+            None => WorkloadSpec::from_words(&workload.argv)?,
         };
-        match self.run_spec(&spec, context) {
-            Ok((r, side_metrics, trace_path)) => Ok(RunOutput {
-                metrics: r.metrics,
-                side_metrics,
-                trace_path,
-            }),
-            Err(WorkloadError::Cancelled) => Err("interrupted".into()),
-            Err(e) => Err(e.to_string()),
-        }
+        let (r, side_metrics, trace_path) = self.run_spec(&spec, context)?;
+        Ok(RunOutput {
+            metrics: r.metrics,
+            side_metrics,
+            trace_path,
+        })
     }
 
     fn restore(&mut self) -> Result<(), ExecError> {
-        self.knobs.restore().map_err(ExecError::Machine)
+        Ok(self.knobs.restore()?)
     }
 }
 
@@ -273,20 +258,23 @@ mod tests {
 
     struct LogKnobs(std::rc::Rc<std::cell::RefCell<Vec<String>>>);
     impl Knobs for LogKnobs {
-        fn validate(&self, a: &[String]) -> Result<(), String> {
+        fn validate(&self, a: &[String]) -> Result<(), KnobError> {
             match a.iter().find(|k| k.starts_with("bad")) {
-                Some(k) => Err(format!("unknown knob `{k}`")),
+                Some(k) => Err(KnobError::Unknown {
+                    name: k.clone(),
+                    hint: String::new(),
+                }),
                 None => Ok(()),
             }
         }
         fn read(&self, names: &[String]) -> Vec<(String, String)> {
             names.iter().map(|n| (n.clone(), "0".into())).collect()
         }
-        fn switch_to(&mut self, a: &[String]) -> Result<(), String> {
+        fn switch_to(&mut self, a: &[String]) -> Result<(), KnobError> {
             self.0.borrow_mut().push(format!("switch {}", a.join(" ")));
             Ok(())
         }
-        fn restore(&mut self) -> Result<(), String> {
+        fn restore(&mut self) -> Result<(), KnobError> {
             self.0.borrow_mut().push("restore".into());
             Ok(())
         }
@@ -294,11 +282,11 @@ mod tests {
 
     struct CountSource(usize);
     impl SideSource for CountSource {
-        fn before(&mut self) -> Result<(), String> {
+        fn before(&mut self) -> Result<(), ProbeError> {
             self.0 += 1;
             Ok(())
         }
-        fn after(&mut self) -> Result<Vec<Metric>, String> {
+        fn after(&mut self) -> Result<Vec<Metric>, ProbeError> {
             Ok(vec![Metric::new(
                 "count",
                 self.0 as f64,
@@ -337,7 +325,7 @@ mod tests {
     fn missing_counter_tree_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CounterSource::new(dir.path().to_path_buf());
-        let e = c.before().unwrap_err();
+        let e = pmlab_kernel::error_chain(&*c.before().unwrap_err());
         assert!(e.contains("proc/stat") && e.contains("No such file"), "{e}");
     }
 
@@ -388,10 +376,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(m
-            .validate(&bad)
-            .unwrap_err()
-            .to_string()
+        assert!(pmlab_kernel::error_chain(&m.validate(&bad).unwrap_err())
             .contains("unknown knob `bad.knob=1`"));
         let mut bad_w = bad.clone();
         bad_w.configurations[0].knobs.clear();

@@ -17,10 +17,11 @@
 //! Order of calls on the executor: validate → snapshot → setup hook → for every run
 //! (configure → prepare hook → run) → cleanup hook → restore. Restore runs on every exit path.
 
-use crate::executor::{ExecError, Executor, HookKind, RunContext};
+use crate::executor::{ExecError, Executor, HookKind, RunContext, RunError, RunOutput};
 use crate::spec::{Budget, Experiment, Kind, Order, DEFAULT_MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::{self, Summary};
 use crate::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoreError};
+use pmlab_kernel::error_chain;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -214,7 +215,7 @@ pub fn run_experiment(
     if setup_done {
         if let Some(cmd) = &experiment.hooks.cleanup {
             if let Err(e) = executor.hook(HookKind::Cleanup, cmd) {
-                restore_error = Some(e);
+                restore_error = Some(error_chain(&e));
             }
         }
     }
@@ -275,7 +276,7 @@ fn measure(
     if let Some(cmd) = &experiment.hooks.setup {
         *setup_done = true;
         if let Err(e) = executor.hook(HookKind::Setup, cmd) {
-            return Ok(StopReason::Error(e));
+            return Ok(StopReason::Error(error_chain(&e)));
         }
     } else {
         *setup_done = true;
@@ -337,15 +338,14 @@ fn measure(
             let workload = &experiment.workloads[unit.workload];
             let started_ns = now_ns();
             let t0 = Instant::now();
-            let result = (|| {
-                executor
-                    .configure(configuration)
-                    .map_err(|e| e.to_string())?;
+            let result = (|| -> Result<RunOutput, RunError> {
+                executor.configure(configuration)?;
                 if let Some(cmd) = &experiment.hooks.prepare {
                     executor.hook(HookKind::Prepare, cmd)?;
                 }
                 executor.run(workload, &context)
-            })();
+            })()
+            .map_err(|e| error_chain(&e));
             let duration = t0.elapsed();
             let interrupted = stop.load(Ordering::SeqCst);
             let (status, error, output) = match result {
@@ -945,7 +945,7 @@ mod tests {
             self.calls.push(format!("configure {}", c.label));
             Ok(())
         }
-        fn run(&mut self, _: &WorkloadDef, ctx: &RunContext) -> Result<RunOutput, String> {
+        fn run(&mut self, _: &WorkloadDef, ctx: &RunContext) -> Result<RunOutput, RunError> {
             self.calls.push(if ctx.warmup {
                 "warmup".into()
             } else {
@@ -967,7 +967,7 @@ mod tests {
                 ..Default::default()
             })
         }
-        fn hook(&mut self, kind: HookKind, _: &str) -> Result<(), String> {
+        fn hook(&mut self, kind: HookKind, _: &str) -> Result<(), crate::executor::HookError> {
             self.calls.push(kind.as_str().into());
             Ok(())
         }

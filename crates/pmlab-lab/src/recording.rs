@@ -54,9 +54,7 @@ pub fn find_program(name: &str) -> Result<PathBuf, LabError> {
         if executable(&p) {
             return Ok(p);
         }
-        return Err(LabError::Source(format!(
-            "command {name:?} is not an executable file"
-        )));
+        return Err(LabError::NotExecutable(name.into()));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in std::env::split_paths(&path) {
@@ -65,9 +63,7 @@ pub fn find_program(name: &str) -> Result<PathBuf, LabError> {
             return Ok(p);
         }
     }
-    Err(LabError::Source(format!(
-        "command {name:?} not found in PATH"
-    )))
+    Err(LabError::NotInPath(name.into()))
 }
 
 enum Event {
@@ -95,8 +91,7 @@ impl Lab {
                 }
             }
         });
-        let recorder = Recorder::start(self.root(), req.options)
-            .map_err(|e| LabError::Source(format!("starting the recording: {e}")))?;
+        let recorder = Recorder::start(self.root(), req.options).map_err(LabError::RecordStart)?;
         let start_notes = recorder.notes().to_vec();
         let counters_before = Snapshot::take_at(&self.root().path("/"));
 
@@ -117,7 +112,7 @@ impl Lab {
             }
             let mut child = cmd
                 .spawn()
-                .map_err(|e| LabError::Source(format!("starting {:?}: {e}", req.command[0])))?;
+                .map_err(|e| LabError::Spawn(req.command[0].clone(), e))?;
             child_pid = Some(child.id() as i32);
             let child_tx = tx.clone();
             std::thread::spawn(move || {
@@ -189,11 +184,9 @@ impl Lab {
             }
         }
         let counters_after = Snapshot::take_at(&self.root().path("/"));
-        let summary = recorder
-            .stop()
-            .map_err(|e| LabError::Source(format!("finishing the recording: {e}")))?;
+        let summary = recorder.stop().map_err(LabError::RecordStop)?;
         if let Some(e) = wait_error {
-            return Err(LabError::Source(format!("waiting for the command: {e}")));
+            return Err(LabError::Wait(e));
         }
         let mut warnings = Vec::new();
         let sidecar = crosscheck::sidecar_path(&summary.path);

@@ -5,9 +5,22 @@
 
 use crate::executor::RunContext;
 use crate::machine::SideSource;
+use pmlab_kernel::tracefs::TracefsError;
 use pmlab_kernel::{Direction, Metric, Root};
-use pmlab_trace::record::{RecordOptions, Recorder};
+use pmlab_trace::record::{RecordError, RecordOptions, Recorder};
+use pmlab_workload::ProbeError;
 use std::path::{Path, PathBuf};
+
+/// Why `--trace` could not record.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceSourceError {
+    #[error("--trace: no tracefs")]
+    NoTracefs(#[source] TracefsError),
+    #[error("--trace: {}", .0.display())]
+    Dir(PathBuf, #[source] std::io::Error),
+    #[error("--trace")]
+    Record(#[source] RecordError),
+}
 
 /// Records one trace per run.
 pub struct TraceSource {
@@ -32,8 +45,12 @@ pub fn traces_dir(db: &Path) -> PathBuf {
 
 impl TraceSource {
     /// Check that tracing is possible (tracefs found or mountable) before any run.
-    pub fn new(root: Root, db: &Path, events: Vec<String>) -> Result<TraceSource, String> {
-        pmlab_kernel::tracefs::tracefs_dir(&root).map_err(|e| format!("--trace: {e}"))?;
+    pub fn new(
+        root: Root,
+        db: &Path,
+        events: Vec<String>,
+    ) -> Result<TraceSource, TraceSourceError> {
+        pmlab_kernel::tracefs::tracefs_dir(&root).map_err(TraceSourceError::NoTracefs)?;
         Ok(TraceSource {
             root,
             dir: traces_dir(db),
@@ -80,30 +97,30 @@ impl SideSource for TraceSource {
         self.last = None;
     }
 
-    fn before(&mut self) -> Result<(), String> {
+    fn before(&mut self) -> Result<(), ProbeError> {
         let output = self
             .current
             .clone()
             .unwrap_or_else(|| self.dir.join("trace.dat"));
         if let Some(parent) = output.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| format!("--trace: {}: {e}", parent.display()))?;
+                .map_err(|e| TraceSourceError::Dir(parent.to_path_buf(), e))?;
         }
         let opts = RecordOptions {
             events: self.events.clone(),
             output,
             ..RecordOptions::default()
         };
-        let rec = Recorder::start(&self.root, opts).map_err(|e| format!("--trace: {e}"))?;
+        let rec = Recorder::start(&self.root, opts).map_err(TraceSourceError::Record)?;
         self.recorder = Some(rec);
         Ok(())
     }
 
-    fn after(&mut self) -> Result<Vec<Metric>, String> {
+    fn after(&mut self) -> Result<Vec<Metric>, ProbeError> {
         let Some(rec) = self.recorder.take() else {
             return Ok(Vec::new());
         };
-        let s = rec.stop().map_err(|e| format!("--trace: {e}"))?;
+        let s = rec.stop().map_err(TraceSourceError::Record)?;
         self.last = Some(s.path.clone());
         let m = |name: &str, v: u64, unit: &str| {
             Metric::new(name.to_string(), v as f64, unit, Direction::Neutral)

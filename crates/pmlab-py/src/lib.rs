@@ -28,17 +28,7 @@ create_exception!(
 
 /// A pmlab error as a Python exception with pmlab's message (the cause chain joined by ": ").
 fn py_err(e: &(dyn std::error::Error + 'static)) -> PyErr {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let m = s.to_string();
-        if !msg.contains(&m) {
-            msg.push_str(": ");
-            msg.push_str(&m);
-        }
-        src = s.source();
-    }
-    PmlabError::new_err(msg)
+    PmlabError::new_err(pmlab_kernel::error_chain(e))
 }
 
 /// Trace errors: file-system ones as the matching `OSError`, the others as [`PmlabError`].

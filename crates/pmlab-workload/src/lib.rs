@@ -28,10 +28,13 @@ pub use cmd::invoking_user;
 pub use cpus::{allowed_cpus, parse_cpu_list};
 pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
+/// Why a probe failed: its own error, with its causes.
+pub type ProbeError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Called around the measured part of a workload (counter snapshots, trace start/stop).
 pub trait Probe {
-    fn before(&mut self) -> Result<(), String>;
-    fn after(&mut self) -> Result<(), String>;
+    fn before(&mut self) -> Result<(), ProbeError>;
+    fn after(&mut self) -> Result<(), ProbeError>;
 }
 
 /// A probe that does nothing.
@@ -39,10 +42,10 @@ pub trait Probe {
 pub struct NoProbe;
 
 impl Probe for NoProbe {
-    fn before(&mut self) -> Result<(), String> {
+    fn before(&mut self) -> Result<(), ProbeError> {
         Ok(())
     }
-    fn after(&mut self) -> Result<(), String> {
+    fn after(&mut self) -> Result<(), ProbeError> {
         Ok(())
     }
 }
@@ -117,8 +120,9 @@ pub enum WorkloadError {
     /// Words that do not describe a workload (the parser's message says why).
     #[error("workload {words:?}: {message}")]
     Words { words: String, message: String },
-    #[error("probe: {0}")]
-    Probe(String),
+    /// A side measurement around the measured part (counters, the tracer) failed.
+    #[error("side measurement")]
+    Probe(#[source] ProbeError),
     #[error("interrupted")]
     Cancelled,
 }

@@ -3,7 +3,7 @@
 //! counters shaped like the real ones. Nothing on the machine is read or changed except the
 //! system snapshot under the given root.
 
-use crate::executor::{ExecError, Executor, RunContext, RunOutput};
+use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
 use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
 use pmlab_kernel::{Direction, Metric};
@@ -120,8 +120,7 @@ impl Executor for SimExecutor {
         self.poll_us = 0.0;
         self.governor_penalty = 0.0;
         for k in &c.knobs {
-            let (name, value) =
-                split_assignment(k).map_err(|e| ExecError::Invalid(e.to_string()))?;
+            let (name, value) = split_assignment(k)?;
             match name {
                 "haltpoll.guest_halt_poll_ns" => self.poll_us = poll_us(value).unwrap_or(0.0),
                 "cpuidle.governor" => {
@@ -132,7 +131,7 @@ impl Executor for SimExecutor {
         }
         Ok(())
     }
-    fn run(&mut self, w: &WorkloadDef, _: &RunContext) -> Result<RunOutput, String> {
+    fn run(&mut self, w: &WorkloadDef, _: &RunContext) -> Result<RunOutput, RunError> {
         let p = self.poll_us.min(50.0) / 50.0;
         let lower = Direction::Lower;
         let (metrics, busy, poll_share, window) = match w.argv.first().map(String::as_str) {
@@ -194,7 +193,11 @@ impl Executor for SimExecutor {
                 0.0,
                 0.05,
             ),
-            other => return Err(format!("workload {other:?} is not simulated")),
+            other => {
+                return Err(RunError::Simulated(format!(
+                    "workload {other:?} is not simulated"
+                )))
+            }
         };
         let mut side = self.counters(window, busy, poll_share);
         side.push(m(
