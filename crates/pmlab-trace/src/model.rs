@@ -215,9 +215,13 @@ impl Events {
                 .as_slice()
                 .as_ptr()
                 .wrapping_add((l >> LOC_LEN_BITS) as usize);
+            // The record's last byte too: one of 40-70 bytes often spans two cache lines.
+            let end = p.wrapping_add(((l & LOC_LEN_MASK) as usize).saturating_sub(1));
             // SAFETY: a prefetch is a hint; it never faults, whatever the address.
             unsafe {
-                std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch(p as *const i8, _MM_HINT_T0);
+                _mm_prefetch(end as *const i8, _MM_HINT_T0);
             };
         }
         #[cfg(not(target_arch = "x86_64"))]
