@@ -151,20 +151,33 @@ impl Operation {
     /// When the failure happened: the end of the last forward step before the first rollback
     /// step (the operation's start when none ran before it).
     pub fn failure_ns(&self) -> u64 {
-        let first_rb = self
-            .steps
-            .iter()
-            .filter(|s| s.rollback)
-            .map(|s| s.start_ns)
-            .min()
-            .unwrap_or(u64::MAX);
-        self.steps
-            .iter()
-            .filter(|s| !s.rollback && s.end_ns() <= first_rb)
-            .map(|s| s.end_ns())
-            .max()
-            .unwrap_or(self.start_ns)
+        failure_point(
+            self.steps
+                .iter()
+                .map(|s| (s.start_ns, s.end_ns(), s.rollback)),
+            self.start_ns,
+        )
     }
+}
+
+/// When an operation failed, from its steps' `(start, end, rollback)`: the end of the last
+/// forward step before the first rollback step, or `op_start_ns` when none ran before it.
+pub fn failure_point(
+    steps: impl Iterator<Item = (u64, u64, bool)> + Clone,
+    op_start_ns: u64,
+) -> u64 {
+    let first_rollback = steps
+        .clone()
+        .filter(|s| s.2)
+        .map(|s| s.0)
+        .min()
+        .unwrap_or(u64::MAX);
+    steps
+        .filter(|s| !s.2 && s.1 <= first_rollback)
+        .map(|s| s.1)
+        .max()
+        .unwrap_or(op_start_ns)
+        .max(op_start_ns)
 }
 
 /// One step across operations: (cpuhp state, callback).

@@ -124,20 +124,12 @@ impl OpTrace {
     /// When the failure happened: the end of the last forward (non-wrapper) step before the
     /// first rollback step, or `op_start_ns` when nothing ran before it.
     pub fn failure_ns(&self, op_start_ns: u64) -> u64 {
-        let first_rollback = self
-            .steps
-            .iter()
-            .filter(|s| s.rollback)
-            .map(|s| s.start_ns)
-            .min()
-            .unwrap_or(u64::MAX);
-        self.steps
-            .iter()
-            .filter(|s| !s.rollback && s.start_ns + s.duration_ns <= first_rollback)
-            .map(|s| s.start_ns + s.duration_ns)
-            .max()
-            .unwrap_or(op_start_ns)
-            .max(op_start_ns)
+        pmlab_analysis::hotplug::failure_point(
+            self.steps
+                .iter()
+                .map(|s| (s.start_ns, s.start_ns + s.duration_ns, s.rollback)),
+            op_start_ns,
+        )
     }
 
     pub fn rollback_steps(&self) -> usize {
