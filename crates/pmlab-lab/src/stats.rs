@@ -110,6 +110,62 @@ fn sample_variance(xs: &[f64]) -> f64 {
     xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() - 1) as f64
 }
 
+/// Resamples of [`quantile_change`]'s bootstrap.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// The relative change of a quantile of B against A, with a percentile-bootstrap CI.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct QuantileChange {
+    pub change: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// Quantile `q` of `b` over that of `a`, minus 1, with a 95% percentile-bootstrap CI
+/// ([`BOOTSTRAP_RESAMPLES`] resamples of each sample from `rng`): for tails (p99 of hotplug
+/// latencies), where no closed form holds. None under 2 samples or a non-positive base.
+pub fn quantile_change(
+    a: &[f64],
+    b: &[f64],
+    q: f64,
+    rng: &mut impl rand::Rng,
+) -> Option<QuantileChange> {
+    let quantile = |xs: &[f64]| {
+        let mut v = xs.to_vec();
+        v.sort_by(f64::total_cmp);
+        pmlab_kernel::units::percentile(&v, q).unwrap_or(f64::NAN)
+    };
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (qa, qb) = (quantile(a), quantile(b));
+    if qa <= 0.0 {
+        return None;
+    }
+    let mut changes = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut ra = vec![0.0; a.len()];
+    let mut rb = vec![0.0; b.len()];
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        for x in ra.iter_mut() {
+            *x = a[rng.random_range(0..a.len())];
+        }
+        for x in rb.iter_mut() {
+            *x = b[rng.random_range(0..b.len())];
+        }
+        let base = quantile(&ra);
+        if base > 0.0 {
+            changes.push(quantile(&rb) / base - 1.0);
+        }
+    }
+    changes.sort_by(f64::total_cmp);
+    let at = |p: f64| pmlab_kernel::units::percentile(&changes, p).unwrap_or(f64::NAN);
+    Some(QuantileChange {
+        change: qb / qa - 1.0,
+        low: at(0.025),
+        high: at(0.975),
+    })
+}
+
 /// The sample median of runs (middle two averaged), not pmlab's nearest-rank percentile of
 /// latency distributions: the MAD rule's 0.6745 scale and the summaries' published median
 /// assume the textbook estimator; on a handful of runs nearest-rank would bias it low.
@@ -636,6 +692,21 @@ pub fn knee(samples: &[Vec<f64>], direction: Direction, min_margin: f64) -> Opti
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_quantile_change_and_its_bootstrap_interval() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let a: Vec<f64> = (1..=200).map(f64::from).collect();
+        let doubled: Vec<f64> = a.iter().map(|x| 2.0 * x).collect();
+        let c = super::quantile_change(&a, &doubled, 0.5, &mut rng).unwrap();
+        assert!((c.change - 1.0).abs() < 1e-9, "{c:?}");
+        assert!(c.low < 1.0 && c.high > 1.0 && c.low > 0.5, "{c:?}");
+        let same = super::quantile_change(&a, &a, 0.99, &mut rng).unwrap();
+        assert_eq!(same.change, 0.0);
+        assert!(same.low <= 0.0 && same.high >= 0.0, "{same:?}");
+        assert!(super::quantile_change(&a[..1], &a, 0.5, &mut rng).is_none());
+    }
+
     use super::*;
 
     // Reference values from scipy 1.17.1 (numpy 2.4.6), computed once with fixed inputs:

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use pmlab_kernel::Direction as MetricDirection;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
@@ -22,7 +22,6 @@ use pmlab_analysis::stats::{DurationSummary, PERCENTILE_NOTE};
 /// Steps must sum to within this fraction of the traced span.
 pub const COVERAGE_TOLERANCE: f64 = 0.02;
 const TOP_STEPS: usize = 5;
-const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 /// Percentile `q` (0 to 1) of unsorted values by pmlab's one definition, nearest rank
 /// ([`pmlab_kernel::units::percentile`]); NaN when empty. For the lab's samples in ms and
@@ -96,13 +95,7 @@ pub struct Outlier {
     pub slowest_step_ms: Option<f64>,
 }
 
-/// A relative change of a statistic with a bootstrap CI.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Change {
-    pub change: f64,
-    pub low: f64,
-    pub high: f64,
-}
+pub use crate::stats::QuantileChange as Change;
 
 /// A mitigation against the baseline, one direction and load level.
 #[derive(Debug, Clone, Serialize)]
@@ -179,36 +172,6 @@ fn wall_summary(ops: &[&OpRecord]) -> (DurationSummary, u64) {
     v.sort_unstable();
     let p90 = pmlab_kernel::units::percentile(&v, 0.9).unwrap_or(0);
     (DurationSummary::of(&mut v), p90)
-}
-
-fn bootstrap_quantile_change(a: &[f64], b: &[f64], q: f64, rng: &mut ChaCha8Rng) -> Option<Change> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (qa, qb) = (percentile(a, q), percentile(b, q));
-    if qa <= 0.0 {
-        return None;
-    }
-    let mut changes = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
-    let mut ra = vec![0.0; a.len()];
-    let mut rb = vec![0.0; b.len()];
-    for _ in 0..BOOTSTRAP_RESAMPLES {
-        for x in ra.iter_mut() {
-            *x = a[rng.random_range(0..a.len())];
-        }
-        for x in rb.iter_mut() {
-            *x = b[rng.random_range(0..b.len())];
-        }
-        let base = percentile(&ra, q);
-        if base > 0.0 {
-            changes.push(percentile(&rb, q) / base - 1.0);
-        }
-    }
-    Some(Change {
-        change: qb / qa - 1.0,
-        low: percentile(&changes, 0.025),
-        high: percentile(&changes, 0.975),
-    })
 }
 
 impl HotplugReport {
@@ -332,10 +295,10 @@ impl HotplugReport {
                 load: *load,
                 baseline_p50_ms: ms(percentile(&a, 0.5)),
                 p50_ms: ms(percentile(&b, 0.5)),
-                p50_change: bootstrap_quantile_change(&a, &b, 0.5, &mut rng),
+                p50_change: stats::quantile_change(&a, &b, 0.5, &mut rng),
                 baseline_p99_ms: ms(percentile(&a, 0.99)),
                 p99_ms: ms(percentile(&b, 0.99)),
-                p99_change: bootstrap_quantile_change(&a, &b, 0.99, &mut rng),
+                p99_change: stats::quantile_change(&a, &b, 0.99, &mut rng),
                 comparison: stats::compare(&a, &b, MetricDirection::Lower, false),
             });
         }
