@@ -27,12 +27,32 @@ use pmlab_trace::columns::Values;
 /// `__arrow_c_stream__` without a copy.
 #[pyclass(frozen, module = "pmlab")]
 pub struct Table {
-    batch: RecordBatch,
+    schema: arrow_schema::SchemaRef,
+    /// The rows in chunks (one per part of the trace a thread read), in time order.
+    batches: Vec<RecordBatch>,
 }
 
 impl Table {
     fn new(batch: RecordBatch) -> Table {
-        Table { batch }
+        Table {
+            schema: batch.schema(),
+            batches: vec![batch],
+        }
+    }
+
+    /// A table of several chunks with one schema; empty chunks are dropped (one stays).
+    fn of_chunks(mut batches: Vec<RecordBatch>) -> Table {
+        let schema = batches[0].schema();
+        let first = batches[0].clone();
+        batches.retain(|b| b.num_rows() > 0);
+        if batches.is_empty() {
+            batches.push(first);
+        }
+        Table { schema, batches }
+    }
+
+    fn rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
     }
 
     pub fn to_polars<'py>(t: &Bound<'py, Table>) -> PyResult<Bound<'py, PyAny>> {
@@ -65,28 +85,29 @@ impl Table {
     ) -> PyResult<Bound<'py, PyCapsule>> {
         // The schema is the table's own; a consumer casts if it asked for another.
         let _ = requested_schema;
-        let reader =
-            RecordBatchIterator::new([Ok(self.batch.clone())], self.batch.schema().clone());
+        let reader = RecordBatchIterator::new(
+            self.batches.clone().into_iter().map(Ok),
+            self.schema.clone(),
+        );
         let stream = FFI_ArrowArrayStream::new(Box::new(reader));
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
     /// The Arrow C schema of this table (PyCapsule `arrow_schema`).
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        let schema = FFI_ArrowSchema::try_from(self.batch.schema().as_ref())
+        let schema = FFI_ArrowSchema::try_from(self.schema.as_ref())
             .map_err(|e| crate::PmlabError::new_err(e.to_string()))?;
         PyCapsule::new_with_value(py, schema, c"arrow_schema")
     }
 
     #[getter]
     fn num_rows(&self) -> usize {
-        self.batch.num_rows()
+        self.rows()
     }
 
     #[getter]
     fn column_names(&self) -> Vec<String> {
-        self.batch
-            .schema()
+        self.schema
             .fields()
             .iter()
             .map(|f| f.name().clone())
@@ -97,20 +118,20 @@ impl Table {
     #[getter]
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for f in self.batch.schema().fields() {
+        for f in self.schema.fields() {
             d.set_item(f.name(), f.data_type().to_string())?;
         }
         Ok(d)
     }
 
     fn __len__(&self) -> usize {
-        self.batch.num_rows()
+        self.rows()
     }
 
     fn __repr__(&self) -> String {
         format!(
             "<pmlab.Table {} rows: {}>",
-            self.batch.num_rows(),
+            self.rows(),
             self.column_names().join(", ")
         )
     }
@@ -228,7 +249,61 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
     DictionaryArray::new(Int32Array::from(keys), Arc::new(values))
 }
 
-/// The table of event `id`: common columns, then the format's fields, `columns` picked.
+/// The column names of an event's table: `ts`, `cpu`, `pid`, `comm`, then its format's
+/// fields. A field named like a common column keeps its name; the common one becomes `common_*`.
+fn column_names(fields: &[&pmlab_trace::Field]) -> Vec<String> {
+    let mut names: Vec<String> = ["ts", "cpu", "pid", "comm"]
+        .iter()
+        .map(|c| {
+            if fields.iter().any(|f| f.name == *c) {
+                format!("common_{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    names.extend(fields.iter().map(|f| f.name.clone()));
+    names
+}
+
+/// One record batch of an event's table from its columns: `picked` indexes `names`; the
+/// common columns are taken from `common` (`ts`, `cpu`, `pid`) when picked, and `fields`
+/// holds the picked format fields' values in order.
+fn batch_of(
+    trace: &pmlab_trace::Trace,
+    names: &[String],
+    picked: &[usize],
+    common: (Vec<u64>, Vec<u32>, Vec<i32>),
+    fields: Vec<Values>,
+    rows: usize,
+) -> Result<RecordBatch, ArrowError> {
+    let (ts, cpu, pid) = common;
+    let (mut ts, mut cpu) = (Some(ts), Some(cpu));
+    let mut fields = fields.into_iter();
+    let mut schema = Vec::with_capacity(picked.len());
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(picked.len());
+    for &k in picked {
+        let (dt, a): (DataType, ArrayRef) = match k {
+            0 => array_of(Values::U64(ts.take().unwrap_or_default())),
+            1 => array_of(Values::U32(cpu.take().unwrap_or_default())),
+            2 => array_of(Values::I32(pid.clone())),
+            3 => {
+                let a = comm_column(trace, &pid);
+                (a.data_type().clone(), Arc::new(a) as ArrayRef)
+            }
+            _ => array_of(fields.next().expect("one column per picked field")),
+        };
+        schema.push(Field::new(names[k].clone(), dt, k == 3));
+        arrays.push(a);
+    }
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(schema)),
+        arrays,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+}
+
+/// The table of event `id` at `rows`: common columns, then the format's fields, `columns` picked.
 pub fn event_table(
     trace: &pmlab_trace::Trace,
     id: u16,
@@ -236,19 +311,7 @@ pub fn event_table(
     rows: &[u32],
 ) -> Result<crate::arrow::Table, String> {
     let fields = trace.payload_fields(id);
-    // A format field named like a common column keeps its name; the common one becomes `common_*`.
-    let common = |c: &str| {
-        if fields.iter().any(|f| f.name == c) {
-            format!("common_{c}")
-        } else {
-            c.to_string()
-        }
-    };
-    let mut names: Vec<String> = ["ts", "cpu", "pid", "comm"]
-        .iter()
-        .map(|c| common(c))
-        .collect();
-    names.extend(fields.iter().map(|f| f.name.clone()));
+    let names = column_names(&fields);
     let picked: Vec<usize> = match columns {
         None => (0..names.len()).collect(),
         Some(cols) => cols
@@ -264,91 +327,85 @@ pub fn event_table(
             .collect::<Result<_, _>>()?,
     };
     let ev = &trace.events;
+    let wants = |k: usize| picked.contains(&k);
+    let ts = if wants(0) {
+        rows.iter().map(|&i| ev.ts[i as usize]).collect()
+    } else {
+        Vec::new()
+    };
+    let cpu = if wants(1) {
+        rows.iter()
+            .map(|&i| u32::from(ev.cpu[i as usize]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let pid = if wants(2) || wants(3) {
+        rows.iter().map(|&i| ev.pid[i as usize]).collect()
+    } else {
+        Vec::new()
+    };
     // Every picked field in one pass over the records.
     let picked_fields: Vec<&pmlab_trace::Field> = picked
         .iter()
         .filter(|&&k| k >= 4)
         .map(|&k| fields[k - 4])
         .collect();
-    let mut field_values = trace.columns(&picked_fields, rows).into_iter();
-    let mut schema = Vec::with_capacity(picked.len());
-    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(picked.len());
-    let mut pids: Option<Vec<i32>> = None;
-    for &k in &picked {
-        let (dt, a): (DataType, ArrayRef) = match k {
-            0 => array_of(Values::U64(
-                rows.iter().map(|&i| ev.ts[i as usize]).collect(),
-            )),
-            1 => array_of(Values::U32(
-                rows.iter()
-                    .map(|&i| u32::from(ev.cpu[i as usize]))
-                    .collect(),
-            )),
-            2 => {
-                let p: Vec<i32> = rows.iter().map(|&i| ev.pid[i as usize]).collect();
-                pids = Some(p.clone());
-                array_of(Values::I32(p))
-            }
-            3 => {
-                let p =
-                    pids.get_or_insert_with(|| rows.iter().map(|&i| ev.pid[i as usize]).collect());
-                let a = comm_column(trace, p);
-                (a.data_type().clone(), Arc::new(a) as ArrayRef)
-            }
-            _ => array_of(field_values.next().expect("one column per picked field")),
-        };
-        let nullable = k == 3;
-        schema.push(Field::new(names[k].clone(), dt, nullable));
-        arrays.push(a);
-    }
-    let schema = Arc::new(Schema::new(schema));
-    let batch = RecordBatch::try_new_with_options(
-        schema,
-        arrays,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
-    )
-    .map_err(|e| e.to_string())?;
+    let values = trace.columns(&picked_fields, rows);
+    let batch = batch_of(trace, &names, &picked, (ts, cpu, pid), values, rows.len())
+        .map_err(|e| e.to_string())?;
     Ok(Table::new(batch))
 }
 
-/// Tables of several events, built on as many threads as the machine has cores.
+/// Tables of several events, every column: the trace cut in as many parts as the machine
+/// has cores, each read in one pass in file order on a thread of its own
+/// ([`pmlab_trace::Trace::columns_of_each`]); a table holds one chunk per part.
 pub fn event_tables(
     trace: &pmlab_trace::Trace,
     wanted: &[(String, u16)],
 ) -> Result<Vec<(String, Table)>, String> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let ids: Vec<u16> = wanted.iter().map(|w| w.1).collect();
-    let rows = trace.rows_of_each(&ids);
-    let mut out: Vec<Option<Result<Table, String>>> = Vec::new();
-    out.resize_with(wanted.len(), || None);
-    let results = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..threads.min(wanted.len()))
-            .map(|_| {
-                sc.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((_, id)) = wanted.get(k) else { break };
-                        mine.push((k, event_table(trace, *id, None, &rows[k])));
-                    }
-                    mine
+    let n = trace.events.len();
+    let parts = threads.clamp(1, n.div_ceil(100_000).max(1));
+    let events: Vec<(u16, Vec<&pmlab_trace::Field>)> = wanted
+        .iter()
+        .map(|(_, id)| (*id, trace.payload_fields(*id)))
+        .collect();
+    let names: Vec<Vec<String>> = events.iter().map(|(_, f)| column_names(f)).collect();
+    let chunks: Vec<Vec<Result<RecordBatch, ArrowError>>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..parts)
+            .map(|p| {
+                let range = n * p / parts..n * (p + 1) / parts;
+                let (events, names) = (&events, &names);
+                sc.spawn(move || {
+                    let cols = trace.columns_of_each(events, range);
+                    cols.into_iter()
+                        .zip(names)
+                        .map(|(c, names)| {
+                            let picked: Vec<usize> = (0..names.len()).collect();
+                            let rows = c.ts.len();
+                            batch_of(trace, names, &picked, (c.ts, c.cpu, c.pid), c.fields, rows)
+                        })
+                        .collect()
                 })
             })
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect::<Vec<_>>()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     });
-    for (k, r) in results {
-        out[k] = Some(r);
+    let mut by_event: Vec<Vec<RecordBatch>> = vec![Vec::new(); wanted.len()];
+    for part in chunks {
+        for (k, b) in part.into_iter().enumerate() {
+            by_event[k].push(b.map_err(|e| e.to_string())?);
+        }
     }
-    wanted
+    Ok(wanted
         .iter()
-        .zip(out)
-        .map(|((name, _), r)| Ok((name.clone(), r.expect("every event built")?)))
-        .collect()
+        .zip(by_event)
+        .map(|((name, _), batches)| (name.clone(), Table::of_chunks(batches)))
+        .collect())
 }
 
 /// Write a table as one Parquet file.
@@ -357,8 +414,10 @@ pub fn write_parquet(
     t: &Table,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut w = parquet::arrow::ArrowWriter::try_new(f, t.batch.schema(), None)?;
-    w.write(&t.batch)?;
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, t.schema.clone(), None)?;
+    for b in &t.batches {
+        w.write(b)?;
+    }
     w.close()?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 """pmlab's tables in the libraries people use: pyarrow, polars, pandas, DuckDB; Parquet
 files read back by DuckDB and polars; the analyses and the result store as tables."""
 
+import os
 import subprocess
 
 import duckdb
@@ -116,6 +117,17 @@ def test_tables_of_every_event():
     tabs = t.tables()
     assert set(tabs) == set(t.events)
     assert all(tabs[e].num_rows == n for e, n in t.events.items())
+
+    # Read in parts (one per core, in file order), each table equals the event read alone.
+    def plain(tab):
+        tab = pa.table(tab)
+        cols = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in tab.columns]
+        return pa.table(cols, names=tab.column_names).combine_chunks()
+
+    chunked = [e for e in tabs if pa.table(tabs[e]).column(0).num_chunks > 1]
+    assert chunked or (os.cpu_count() or 1) == 1, "the 300k-event fixture is read in parts"
+    for e in t.events:
+        assert plain(tabs[e]).equals(plain(t.arrow(e))), e
 
 
 def test_analyze_gives_the_export_tables(tmp_path):
