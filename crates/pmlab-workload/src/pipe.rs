@@ -10,9 +10,77 @@ use crate::cpus::{pin_to, AffinityGuard};
 use crate::{cancel, Probe, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 pub(crate) const PRIMARY: &str = "us_per_op";
+
+/// Round trips between two notes of where each side runs.
+const SAMPLE_EVERY: u64 = 1024;
+
+/// Where the two sides ran: each notes its CPU (plus one; 0 is "not noted") every
+/// [`SAMPLE_EVERY`] round trips, at the same round trip as the other side, in a shared
+/// anonymous mapping a forked child writes too. The share of notes with both sides on one
+/// CPU says which regime a run measured: on one CPU a round trip takes a few µs; on two,
+/// with a wakeup IPI and an idle exit each way, several times that. Which one a short run
+/// gets is the scheduler's choice, for perf's pipe bench as for this one.
+struct Placement {
+    at: std::ptr::NonNull<AtomicU32>,
+    slots: usize,
+}
+
+// SAFETY: the mapping is only reached through atomics.
+unsafe impl Send for Placement {}
+unsafe impl Sync for Placement {}
+
+impl Placement {
+    fn new(loops: u64) -> Result<Placement, WorkloadError> {
+        let slots = loops.div_ceil(SAMPLE_EVERY).max(1) as usize;
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a fresh anonymous mapping, zero-filled, unmapped only by Drop.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                2 * slots * 4,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )
+        }
+        .map_err(|e| WorkloadError::io("mmap", e.into()))?;
+        let at = std::ptr::NonNull::new(p.cast::<AtomicU32>()).expect("mmap returns non-null");
+        Ok(Placement { at, slots })
+    }
+
+    /// One side's notes.
+    fn side(&self, initiator: bool) -> &[AtomicU32] {
+        let first = if initiator { 0 } else { self.slots };
+        // SAFETY: `2 * slots` zero-initialised AtomicU32 (all-zero bits are valid) live as
+        // long as `self`.
+        unsafe { std::slice::from_raw_parts(self.at.as_ptr().add(first), self.slots) }
+    }
+
+    /// The share of round trips noted by both sides with both on one CPU.
+    fn same_cpu_share(&self) -> Option<f64> {
+        let (mut both, mut same) = (0u32, 0u32);
+        for (a, b) in self.side(true).iter().zip(self.side(false)) {
+            let (a, b) = (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
+            if a != 0 && b != 0 {
+                both += 1;
+                same += u32::from(a == b);
+            }
+        }
+        (both > 0).then(|| f64::from(same) / f64::from(both))
+    }
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, with its length; no reference outlives `self`.
+        unsafe {
+            let _ = rustix::mm::munmap(self.at.as_ptr().cast(), 2 * self.slots * 4);
+        }
+    }
+}
 
 pub(crate) fn pipe_pair() -> Result<(OwnedFd, OwnedFd), WorkloadError> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -26,11 +94,18 @@ fn side_loop(
     read_fd: BorrowedFd<'_>,
     write_fd: BorrowedFd<'_>,
     check_cancel: bool,
+    notes: &[AtomicU32],
 ) -> Result<(), &'static str> {
     let mut m = [0u8; 4];
-    for _ in 0..loops {
+    for i in 0..loops {
         if check_cancel && cancel::is_requested() {
             return Err("interrupted");
+        }
+        if i % SAMPLE_EVERY == 0 {
+            if let Some(n) = notes.get((i / SAMPLE_EVERY) as usize) {
+                // The vDSO's getcpu: no system call, async-signal-safe in the forked child.
+                n.store(rustix::thread::sched_getcpu() as u32 + 1, Ordering::Relaxed);
+            }
         }
         if initiator {
             if !raw::write_full(write_fd, &m) {
@@ -63,27 +138,30 @@ pub(crate) fn run(
     let cpu_initiator = cpus.map(|c| c[0]);
     let cpu_responder = cpus.map(|c| c[1]);
 
+    let placement = std::sync::Arc::new(Placement::new(loops)?);
     probe.before().map_err(WorkloadError::Probe)?;
     let t0 = Instant::now();
     if threads {
+        let at = placement.clone();
         let responder = std::thread::Builder::new()
             .name("pmlab-pipe-b".into())
             .spawn(move || -> Result<(), String> {
                 if let Some(c) = cpu_responder {
                     pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
                 }
-                let r = side_loop(loops, false, r1.as_fd(), w2.as_fd(), true);
+                let r = side_loop(loops, false, r1.as_fd(), w2.as_fd(), true, at.side(false));
                 drop((r1, w2));
                 r.map_err(String::from)
             })
             .map_err(|e| WorkloadError::io("spawning a pipe thread", e))?;
+        let at = placement.clone();
         let initiator = std::thread::Builder::new()
             .name("pmlab-pipe-a".into())
             .spawn(move || -> Result<(), String> {
                 if let Some(c) = cpu_initiator {
                     pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
                 }
-                let r = side_loop(loops, true, r2.as_fd(), w1.as_fd(), true);
+                let r = side_loop(loops, true, r2.as_fd(), w1.as_fd(), true, at.side(true));
                 drop((r2, w1));
                 r.map_err(String::from)
             })
@@ -101,6 +179,7 @@ pub(crate) fn run(
     } else {
         let mut group = ChildGroup::new();
         let (rr, rw, ir, iw) = (r1.as_fd(), w2.as_fd(), r2.as_raw_fd(), w1.as_raw_fd());
+        let notes = placement.side(false);
         // SAFETY: the child only makes raw syscalls on fds and data prepared before the fork.
         unsafe {
             group.fork(move || {
@@ -112,7 +191,7 @@ pub(crate) fn run(
                         return 2;
                     }
                 }
-                match side_loop(loops, false, rr, rw, false) {
+                match side_loop(loops, false, rr, rw, false, notes) {
                     Ok(()) => 0,
                     Err(_) => 1,
                 }
@@ -126,7 +205,14 @@ pub(crate) fn run(
             if let Some(c) = cpu_initiator {
                 pin_to(c).map_err(|e| WorkloadError::io(format!("pinning to CPU {c}"), e))?;
             }
-            side_loop(loops, true, r2.as_fd(), w1.as_fd(), true)
+            side_loop(
+                loops,
+                true,
+                r2.as_fd(),
+                w1.as_fd(),
+                true,
+                placement.side(true),
+            )
         };
         drop((r2, w1));
         if cancel::is_requested() {
@@ -140,11 +226,15 @@ pub(crate) fn run(
     probe.after().map_err(WorkloadError::Probe)?;
 
     let secs = wall.as_secs_f64();
+    let mut metrics = vec![
+        Metric::new(PRIMARY, secs * 1e6 / loops as f64, "us", Direction::Lower),
+        Metric::new("ops_per_s", loops as f64 / secs, "ops/s", Direction::Higher),
+    ];
+    if let Some(share) = placement.same_cpu_share() {
+        metrics.push(Metric::new("same_cpu_share", share, "", Direction::Neutral));
+    }
     Ok(WorkloadResult {
-        metrics: vec![
-            Metric::new(PRIMARY, secs * 1e6 / loops as f64, "us", Direction::Lower),
-            Metric::new("ops_per_s", loops as f64 / secs, "ops/s", Direction::Higher),
-        ],
+        metrics,
         wall: Nanos(wall.as_nanos() as u64),
         histogram: None,
     })
@@ -167,9 +257,33 @@ mod tests {
         }
     }
 
+    fn same_cpu_share(r: &WorkloadResult) -> f64 {
+        r.metrics
+            .iter()
+            .find(|m| m.name == "same_cpu_share")
+            .expect("the placement metric")
+            .value
+    }
+
     #[test]
     fn pinned_to_the_same_cpu() {
         let cpu = crate::allowed_cpus().unwrap()[0];
-        run(500, false, Some(&[cpu, cpu]), &mut NoProbe).unwrap();
+        for threads in [false, true] {
+            let r = run(5000, threads, Some(&[cpu, cpu]), &mut NoProbe).unwrap();
+            assert_eq!(same_cpu_share(&r), 1.0, "threads: {threads}");
+        }
+    }
+
+    #[test]
+    fn pinned_to_two_cpus_is_never_on_one() {
+        let cpus = crate::allowed_cpus().unwrap();
+        if cpus.len() < 2 {
+            eprintln!("skipped: one CPU allowed (the one-CPU test covers the placement notes)");
+            return;
+        }
+        for threads in [false, true] {
+            let r = run(5000, threads, Some(&[cpus[0], cpus[1]]), &mut NoProbe).unwrap();
+            assert_eq!(same_cpu_share(&r), 0.0, "threads: {threads}");
+        }
     }
 }
