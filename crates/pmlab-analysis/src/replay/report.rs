@@ -248,10 +248,12 @@ fn common_notes(input: &Input, cal: &Calibration, notes: &mut Vec<String>) {
         Some(r) => notes.push(cal_note("exit to the woken task after a poll", r)),
         None => notes.push(match input.resume_fast_ns {
             Some(f) => format!(
-                "exit to the woken task after a poll: not in the trace; first-order keeps each \
-                 wake's own exit path, causal takes the trace's fastest decile ({:.2} µs); give \
+                "exit to the woken task after a poll: not in the trace; it is bounded by the \
+                 trace's fastest halt exits (as short as a poll's): first-order takes their \
+                 fastest decile ({:.2} µs), causal their fastest percentile ({:.2} µs); give \
                  --calibrate ON.dat (a trace with polling on, same machine) to measure it",
-                f as f64 / 1e3
+                f as f64 / 1e3,
+                input.resume_fastest_ns.unwrap_or(f) as f64 / 1e3
             ),
             None => "exit to the woken task after a poll: not in the trace; each wake keeps its own exit path".into(),
         }),

@@ -109,15 +109,20 @@ fn forward_off_to_200us_matches_the_polling_trace() {
     let b = r.value(200_000).unwrap().us_per_op.unwrap();
     eprintln!("µs/op calibrated: {b:?}");
     assert!(b.low() <= 12.4 * 1.25 && b.high() >= 12.4 * 0.75, "{b:?}");
-    // Without calibration, the interval is reported with its defaults (and is wider).
+    // Without calibration the poll's exit path is bounded by the OFF trace's own fastest
+    // halt exits: a wider interval, which still holds a value within 25% of 12.4 µs/op.
     let b0 = run(&off, &opts, &cfg(Policy::Haltpoll, &[200_000]))
         .unwrap()
         .value(200_000)
         .unwrap()
         .us_per_op
         .unwrap();
-    eprintln!("µs/op with defaults: {b0:?}");
-    assert!(b0.low() > b.low(), "defaults save less: {b0:?} vs {b:?}");
+    eprintln!("µs/op uncalibrated: {b0:?}");
+    assert!(
+        b0.low() <= 12.4 * 1.25 && b0.high() >= 12.4 * 0.75,
+        "{b0:?}"
+    );
+    assert!(b0.high() - b0.low() > b.high() - b.low(), "{b0:?} vs {b:?}");
 }
 
 /// Reverse: the 200 µs trace with polling off predicts, per CPU, within 10% of the IPI
