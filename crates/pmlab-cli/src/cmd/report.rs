@@ -133,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ReportFormat::Mail | ReportFormat::Markdown => {
             let reports = html::reports(&input.experiments)?;
             let items: Vec<_> = input.experiments.iter().zip(reports.iter()).collect();
-            let all = findings(&items, &html::skipped(&input.stages));
+            let all = findings(&items, &input.stages);
             let md = args.format == ReportFormat::Markdown;
             println!("{}{}\n", if md { "# " } else { "" }, input.title);
             println!("{}", if md { "## Summary\n" } else { "Summary:" });

@@ -1,5 +1,5 @@
 //! `pmlab study`: the default battery for this machine (idle, polling, governors, hotplug,
-//! wakeups, cpu), adapted to what it has, ending with a self-contained HTML report.
+//! wakeups, polling-predicted, cpu), adapted to what it has, ending with a self-contained HTML report.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_kernel::Root;
@@ -182,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for s in &rec.stages {
             let ids: Vec<String> = s.experiments.iter().map(|i| format!("#{i}")).collect();
             println!(
-                "  {:<10} {:<11} {:>6.1} s  {} {}",
+                "  {:<17} {:<11} {:>6.1} s  {} {}",
                 s.stage,
                 s.status,
                 s.seconds,

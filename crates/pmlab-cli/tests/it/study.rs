@@ -219,6 +219,29 @@ fn quick_study_on_this_machine_adapts_and_leaves_it_as_found() {
             }
         }
     }
+    // The wakeup stage's trace replayed under the haltpoll governor: a stated prediction,
+    // first in the summary where polling itself could not be measured.
+    let predicted = stage(&ran.json, "polling-predicted");
+    assert_eq!(predicted["status"], "done", "{predicted}");
+    let said = predicted["reason"].as_str().unwrap();
+    assert!(
+        said.starts_with("Polling (predicted, not measured"),
+        "{said}"
+    );
+    assert!(
+        said.contains("at 200 µs") || said.contains("catch nothing"),
+        "{said}"
+    );
+    let texts: Vec<&str> = ran.json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    let rank = texts.iter().position(|t| *t == said).expect("a finding");
+    if polling["status"] != "done" {
+        assert!(rank < 3, "{texts:?}");
+    }
     let hotplug = stage(&ran.json, "hotplug");
     if Path::new("/sys/devices/system/cpu/cpu1/online").exists() {
         assert_eq!(hotplug["status"], "done", "{hotplug}");

@@ -4,7 +4,7 @@
 
 use super::causes::{cause_name, kinds};
 use super::hotplug::{groups, is_hotplug, slowest_steps};
-use super::View;
+use super::{StageNote, StageStatus, View};
 use crate::hotplug::report::percentile;
 use crate::report::{Report, WorkloadReport};
 use crate::stats::Summary;
@@ -465,11 +465,8 @@ fn messaging(e: &StoredExperiment, w: usize) -> Option<Finding> {
     ))
 }
 
-/// Every finding of the given experiments (with their reports) and study notes, best first.
-pub fn findings(
-    items: &[(&StoredExperiment, &Report)],
-    skipped: &[(String, String)],
-) -> Vec<Finding> {
+/// Every finding of the given experiments (with their reports) and study stages, best first.
+pub fn findings(items: &[(&StoredExperiment, &Report)], stages: &[StageNote]) -> Vec<Finding> {
     let mut out = Vec::new();
     for (e, r) in items {
         if is_hotplug(e) {
@@ -490,14 +487,24 @@ pub fn findings(
             }
         }
     }
-    for (stage, reason) in skipped {
-        let score = if stage == "polling" { 90 } else { 20 };
-        out.push(Finding::new(
-            score,
-            stage,
-            format!("{}: not measured — {reason}.", capitalise(stage)),
-            None,
-        ));
+    let polling_measured = stages
+        .iter()
+        .any(|s| s.stage == "polling" && s.status == StageStatus::Done);
+    for s in stages {
+        let (stage, reason) = (&s.stage, &s.reason);
+        if s.status == StageStatus::Skipped {
+            let score = if stage == "polling" { 90 } else { 20 };
+            out.push(Finding::new(
+                score,
+                stage,
+                format!("{}: not measured — {reason}.", capitalise(stage)),
+                None,
+            ));
+        } else if s.status == StageStatus::Done && stage == "polling-predicted" {
+            // Where polling was measured the prediction is a cross-check, not the answer.
+            let score = if polling_measured { 30 } else { 88 };
+            out.push(Finding::new(score, stage, reason.clone(), None));
+        }
     }
     out.sort_by_key(|f| std::cmp::Reverse(f.score));
     out

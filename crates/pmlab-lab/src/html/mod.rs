@@ -158,15 +158,6 @@ pub fn reports(experiments: &[StoredExperiment]) -> Result<Vec<Report>, HtmlErro
         .collect()
 }
 
-/// Skipped stages as (stage, reason).
-pub fn skipped(stages: &[StageNote]) -> Vec<(String, String)> {
-    stages
-        .iter()
-        .filter(|s| s.status == "skipped")
-        .map(|s| (s.stage.clone(), s.reason.clone()))
-        .collect()
-}
-
 fn systems_table(systems: &[SystemSnapshot], facts: &[(String, String)]) -> String {
     let mut seen: Vec<&SystemSnapshot> = Vec::new();
     for s in systems {
@@ -339,7 +330,7 @@ pub fn render(input: &Input, links: &[(String, String)]) -> Result<Output, HtmlE
     let reports = reports(&input.experiments)?;
     let items: Vec<(&StoredExperiment, &Report)> =
         input.experiments.iter().zip(reports.iter()).collect();
-    let all = findings::findings(&items, &skipped(&input.stages));
+    let all = findings::findings(&items, &input.stages);
     let mut body = format!("<h1>{}</h1>", esc(&input.title));
     let _ = write!(
         body,

@@ -1,10 +1,12 @@
 //! `pmlab study`: the battery that adapts to the machine — idle baseline, idle-polling sweep,
-//! cpuidle governors, CPU hotplug, wakeups and CPU-bound runtime — each stage run through
+//! cpuidle governors, CPU hotplug, wakeups, polling predicted from the wakeups trace and
+//! CPU-bound runtime — each stage run through
 //! the experiment protocol (or the hotplug lab) into the store, skipped with a stated reason
 //! where the machine cannot do it, and ending with the HTML report.
 
 pub mod detect;
 pub mod plan;
+pub mod predict;
 pub mod record;
 pub mod sim;
 
@@ -213,6 +215,18 @@ fn run_hotplug_step(
     Ok((id, result.interrupted))
 }
 
+/// The polling-predicted stage: replay the wakeup stage's traced run; Err: why not.
+fn predict_step(opts: &Options, done: &[StageNote]) -> Result<String, String> {
+    let wakeups = done
+        .iter()
+        .find(|s| s.stage == Stage::Wakeups.as_str() && s.status == StageStatus::Done)
+        .and_then(|s| s.experiments.first())
+        .ok_or("the wakeup stage did not run here, and its trace is what is replayed")?;
+    predict::predict(&opts.db, *wakeups)
+        .map(|(sentence, _)| sentence)
+        .map_err(|e| pmlab_kernel::error_chain(&e))
+}
+
 /// Run the study, store it, and write its report.
 pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
     let caps = Caps::detect(&opts.root);
@@ -303,6 +317,16 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                             (id, interrupted)
                         }),
                         Step::Hotplug(h) => run_hotplug_step(opts, host, &clock, h),
+                        Step::PredictPolling => {
+                            match predict_step(opts, &rec.stages) {
+                                Ok(sentence) => reasons.push(sentence),
+                                Err(why) => {
+                                    note.status = StageStatus::Skipped;
+                                    reasons.push(why);
+                                }
+                            }
+                            continue;
+                        }
                     };
                     match r {
                         Ok((id, interrupted)) => {

@@ -17,16 +17,20 @@ pub enum Stage {
     Governors,
     Hotplug,
     Wakeups,
+    /// The wakeup stage's trace replayed under the haltpoll governor (`pmlab whatif`).
+    #[serde(rename = "polling-predicted")]
+    PollingPredicted,
     Cpu,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Idle,
         Stage::Polling,
         Stage::Governors,
         Stage::Hotplug,
         Stage::Wakeups,
+        Stage::PollingPredicted,
         Stage::Cpu,
     ];
     pub fn as_str(self) -> &'static str {
@@ -36,6 +40,7 @@ impl Stage {
             Stage::Governors => "governors",
             Stage::Hotplug => "hotplug",
             Stage::Wakeups => "wakeups",
+            Stage::PollingPredicted => "polling-predicted",
             Stage::Cpu => "cpu",
         }
     }
@@ -45,9 +50,8 @@ impl Stage {
             .copied()
             .find(|x| x.as_str() == s.trim())
             .ok_or_else(|| {
-                format!(
-                    "unknown stage `{s}` (stages: idle, polling, governors, hotplug, wakeups, cpu)"
-                )
+                let all: Vec<&str> = Stage::ALL.iter().map(|x| x.as_str()).collect();
+                format!("unknown stage `{s}` (stages: {})", all.join(", "))
             })
     }
 }
@@ -71,6 +75,8 @@ pub enum Step {
         trace: bool,
     },
     Hotplug(HotplugPlan),
+    /// Replay the wakeup stage's traced run under the haltpoll governor.
+    PredictPolling,
 }
 
 /// A stage's plan: its steps and an estimate, or a reason to skip it.
@@ -139,7 +145,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             if let Some(why) = caps.polling_unavailable() {
                 // Where the wakeup stage records a trace, the report predicts polling from it.
                 return StagePlan::Skip(if caps.tracefs {
-                    format!("{why}; see \"polling (predicted)\" under the wakeup stage: its trace replayed under the haltpoll governor")
+                    format!("{why}; the polling-predicted stage replays the wakeup stage's trace under the haltpoll governor instead")
                 } else {
                     why
                 });
@@ -160,8 +166,15 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             };
             let axes = vec![SweepAxis::parse(&axis).expect("sweep axis")];
             let configs = sweep_configurations(&axes).expect("sweep values");
+            // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a
+            // run cannot land in the one-CPU regime where no wake crosses (and polling is moot).
+            let loops = pick(quick, "5000", "20000");
+            let pipe = match caps.cpus_online.as_slice() {
+                [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
+                _ => format!("pipe --loops {loops}"),
+            };
             let ws = vec![
-                workload(pick(quick, "pipe --loops 5000", "pipe --loops 20000")),
+                workload(&pipe),
                 workload(pick(
                     quick,
                     "wakeup --duration 300ms",
@@ -200,8 +213,15 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                     Configuration::parse(g, &format!("cpuidle.governor={g}")).expect("governor")
                 })
                 .collect();
+            // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a
+            // run cannot land in the one-CPU regime where no wake crosses (and polling is moot).
+            let loops = pick(quick, "5000", "20000");
+            let pipe = match caps.cpus_online.as_slice() {
+                [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
+                _ => format!("pipe --loops {loops}"),
+            };
             let ws = vec![
-                workload(pick(quick, "pipe --loops 5000", "pipe --loops 20000")),
+                workload(&pipe),
                 workload(pick(
                     quick,
                     "wakeup --duration 300ms",
@@ -270,6 +290,18 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 }],
                 estimate: secs(pick(quick, 3.0, 15.0)),
                 notes: vec!["who wakes whom by originator needs a traced run and pmlab-analysis; counters give interrupts by kind per CPU".into()],
+            }
+        }
+        Stage::PollingPredicted => {
+            if !caps.tracefs {
+                return StagePlan::Skip(
+                    "the prediction replays the wakeup stage's trace, and recording needs root and tracefs".into(),
+                );
+            }
+            StagePlan::Run {
+                steps: vec![Step::PredictPolling],
+                estimate: secs(0.5),
+                notes: vec![],
             }
         }
         Stage::Cpu => {
