@@ -24,6 +24,25 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     pmlab_kernel::units::percentile(sorted, p / 100.0).unwrap_or(0)
 }
 
+/// Nearest-rank percentiles `ps` (ascending, in percent) of `v`, as [`percentile`] gives them
+/// on the sorted values, by selection (O(n) each, from the highest down) instead of a sort;
+/// `v` is reordered. None when `v` is empty.
+pub fn select_percentiles<const N: usize>(v: &mut [u64], ps: [f64; N]) -> Option<[u64; N]> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut out = [0u64; N];
+    let mut upto = v.len();
+    for i in (0..N).rev() {
+        let k = pmlab_kernel::units::nearest_rank(v.len(), ps[i] / 100.0);
+        // Lower ranks lie left of a selected one: each selection works on what is left.
+        let k = k.min(upto.saturating_sub(1));
+        out[i] = *v[..upto].select_nth_unstable(k).1;
+        upto = k + 1;
+    }
+    Some(out)
+}
+
 /// Nearest-rank indices of p50 and p99 among `n` values, as in [`percentile`].
 fn ranks(n: usize) -> (usize, usize) {
     let rank = |p: f64| pmlab_kernel::units::nearest_rank(n, p / 100.0);
@@ -132,6 +151,28 @@ pub fn us(ns: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn selected_percentiles_equal_the_sorted_ones() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in [1usize, 2, 5, 99, 100, 101, 1000, 4097] {
+            let mut v: Vec<u64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % 1000
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            let ps = [1.0, 10.0, 50.0, 99.0];
+            let got = select_percentiles(&mut v, ps).unwrap();
+            for (g, p) in got.iter().zip(ps) {
+                assert_eq!(*g, percentile(&sorted, p), "n {n} p{p}");
+            }
+        }
+        assert_eq!(select_percentiles(&mut [], [50.0]), None);
+    }
     #[test]
     fn nearest_rank() {
         let mut v: Vec<u64> = (1..=100).collect();

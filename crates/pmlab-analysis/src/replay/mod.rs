@@ -16,7 +16,7 @@ pub use report::*;
 
 use crate::haltpoll;
 use crate::idle::{self, Periods, Source};
-use crate::stats::percentile;
+use crate::stats::select_percentiles;
 use crate::wakeups::{self, WakeClass, WakeDetails, WakeupsReport};
 use crate::{Missing, Options};
 use pmlab_trace::Trace;
@@ -83,9 +83,8 @@ impl Calibrated {
         if v.len() < 5 {
             return None;
         }
-        v.sort_unstable();
         Some(Calibrated {
-            ns: percentile(v, 50.0),
+            ns: select_percentiles(v, [50.0])?[0],
             samples: v.len() as u64,
             from: CalFrom::Trace,
         })
@@ -334,7 +333,7 @@ fn build(
     }
     // At most one stint per idle period: reserved once (growing it would copy and fault).
     let periods: usize = p.by_cpu.values().map(|v| v.len()).sum();
-    let mut stints = Vec::with_capacity(periods);
+    let mut stints = pmlab_trace::dat::huge_vec(periods);
     let mut irqs: Vec<u64> = Vec::new();
     let mut halts: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     let mut idle_ns: BTreeMap<u32, u64> = BTreeMap::new();
@@ -473,12 +472,15 @@ fn build(
         poll_resume: Calibrated::measured(&mut resume_s),
         overshoot: Calibrated::measured(&mut over_s).unwrap_or_else(|| Calibrated::default_ns(0)),
     };
-    miss_resume.sort_unstable();
-    miss_exit.sort_unstable();
-    let resume_fast_ns = (miss_resume.len() >= 5).then(|| percentile(&miss_resume, 10.0));
-    let resume_fastest_ns = (miss_resume.len() >= 100).then(|| percentile(&miss_resume, 1.0));
-    let missed_resume_ns = (miss_resume.len() >= 5).then(|| percentile(&miss_resume, 50.0));
-    let missed_exit_ns = (miss_exit.len() >= 5).then(|| percentile(&miss_exit, 50.0));
+    let n = miss_resume.len();
+    let [r1, r10, r50] = select_percentiles(&mut miss_resume, [1.0, 10.0, 50.0]).unwrap_or([0; 3]);
+    let resume_fast_ns = (n >= 5).then_some(r10);
+    let resume_fastest_ns = (n >= 100).then_some(r1);
+    let missed_resume_ns = (n >= 5).then_some(r50);
+    let missed_exit_ns = (miss_exit.len() >= 5)
+        .then(|| select_percentiles(&mut miss_exit, [50.0]))
+        .flatten()
+        .map(|[p]| p);
     if incomplete > 0 {
         notes.push(format!(
             "{incomplete} idle stretches cut by the trace's start or end are not replayed"
@@ -565,8 +567,9 @@ struct Gov {
 #[derive(Debug, Clone, Default)]
 struct Pass {
     per_cpu: BTreeMap<u32, CpuOutcome>,
-    /// Latency saved per caught wake (first-order passes only: the percentiles are theirs).
-    saved: Vec<u64>,
+    /// Latency saved per caught wake, summarised in the worker (first-order passes only: the
+    /// percentiles are theirs).
+    saved: crate::stats::DurationSummary,
     saved_sum: u64,
     chain_saved_ns: u64,
     edge: u64,
@@ -740,9 +743,7 @@ fn pass(
     let mut gov: Vec<Gov> = vec![Gov::default(); ncpu];
     let mut per_cpu: Vec<Option<CpuOutcome>> = vec![None; ncpu];
     let mut out = Pass::default();
-    if !causal {
-        out.saved.reserve(stints.len());
-    }
+    let mut saved_each: Vec<u64> = Vec::with_capacity(if causal { 0 } else { stints.len() });
     let mut rel: Vec<u64> = Vec::new();
     // chain savings so far, by exit time: (end, cumulative saved); causal passes only
     let mut cum: Vec<(u64, u64)> = Vec::new();
@@ -815,7 +816,7 @@ fn pass(
                 }
                 out.saved_sum += saved;
                 if !causal {
-                    out.saved.push(saved);
+                    saved_each.push(saved);
                 }
                 if chain {
                     out.chain_saved_ns += saved;
@@ -848,6 +849,8 @@ fn pass(
             }
         }
     }
+    // p50 and p99 are selected, not sorted for.
+    out.saved = crate::stats::DurationSummary::of(&mut saved_each);
     out.per_cpu = per_cpu
         .into_iter()
         .enumerate()

@@ -166,9 +166,7 @@ pub(super) fn value_result(
     let halts = sum(&|o| o.halts);
     let trace_halts = sum(&|o| o.trace_halts);
     let saved_ns = fo.saved_sum;
-    let mut saved = fo.saved;
-    // p50 and p99 are selected, not sorted for.
-    let dist = crate::stats::DurationSummary::of(&mut saved);
+    let dist = &fo.saved;
     let wall = input.span_ns as f64 * fo.per_cpu.len().max(1) as f64;
     let idle: u64 = input.idle_ns.values().sum();
     let ops = pingpong(input, None).map(|p| p.ops);
