@@ -28,6 +28,12 @@ pub enum SpecError {
         value: String,
         why: String,
     },
+    #[error("bad duration `{value}`")]
+    Duration {
+        value: String,
+        #[source]
+        source: pmlab_workload::units::DurationError,
+    },
     #[error("{path}: {source}")]
     Read {
         path: PathBuf,
@@ -371,7 +377,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
     } else {
         t.to_string()
     };
-    let ns = pmlab_workload::units::parse_duration(&with_unit).map_err(bad)?;
+    let ns = pmlab_workload::units::parse_duration(&with_unit).map_err(|source| {
+        SpecError::Duration {
+            value: s.to_string(),
+            source,
+        }
+    })?;
     if ns.0 == 0 {
         return Err(bad("must be positive".into()));
     }

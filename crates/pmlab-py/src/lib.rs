@@ -408,7 +408,9 @@ fn whatif<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     use pmlab_analysis::replay::{self, Config, Policy};
     // Everything given is checked before any trace is read.
-    let policy: Policy = policy.parse().map_err(PmlabError::new_err)?;
+    let policy: Policy = policy
+        .parse()
+        .map_err(|e: replay::UnknownPolicy| PmlabError::new_err(e.to_string()))?;
     let values_ns = match values {
         None => replay::DEFAULT_VALUES_NS.to_vec(),
         Some(v) => v

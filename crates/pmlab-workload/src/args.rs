@@ -167,7 +167,7 @@ fn positive_u32(s: &str) -> Result<u32, String> {
 }
 
 fn positive_duration(s: &str) -> Result<pmlab_kernel::Nanos, String> {
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d.0 == 0 {
         return Err(format!("'{s}': must be greater than zero"));
     }

@@ -13,12 +13,27 @@ const UNITS: &[(&str, f64)] = &[
     ("h", 3600e9),
 ];
 
+/// Why a time did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?}: must not be negative")]
+    Negative(String),
+    #[error("'{0}' is not a duration (examples: 10s, 1ms, 200us)")]
+    NotADuration(String),
+    #[error("'{text}' needs a unit: ns, us, ms, s, m or h (e.g. {number}ms)")]
+    NoUnit { text: String, number: String },
+    #[error("'{text}': unknown unit '{unit}' (use ns, us, ms, s, m or h)")]
+    UnknownUnit { text: String, unit: String },
+    #[error("'{0}' is too long")]
+    TooLong(String),
+}
+
 /// A non-negative time in ns: a bare number of ns (`200000`) or a duration (`200us`); for
 /// poll limits and windows, where 0 is a value.
-pub fn parse_ns(text: &str) -> Result<u64, String> {
+pub fn parse_ns(text: &str) -> Result<u64, DurationError> {
     let t = text.trim();
     if t.starts_with('-') {
-        return Err(format!("{t:?}: must not be negative"));
+        return Err(DurationError::Negative(t.to_string()));
     }
     if let Ok(n) = t.parse::<u64>() {
         return Ok(n);
@@ -28,37 +43,36 @@ pub fn parse_ns(text: &str) -> Result<u64, String> {
 
 /// Parse `10s`, `1ms`, `200us`, `1.5ms`, `100ns`, `2m`, `1h`. A unit is required; the value must be > 0
 /// is NOT checked here (zero parses, validation refuses it with the option's name).
-pub fn parse_duration(text: &str) -> Result<Nanos, String> {
+pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
-    if num.is_empty() {
-        return Err(format!(
-            "'{text}' is not a duration (examples: 10s, 1ms, 200us)"
-        ));
-    }
     let value: f64 = num
         .parse()
-        .map_err(|_| format!("'{text}' is not a duration (examples: 10s, 1ms, 200us)"))?;
+        .map_err(|_| DurationError::NotADuration(text.to_string()))?;
     if unit.is_empty() {
-        return Err(format!(
-            "'{text}' needs a unit: ns, us, ms, s, m or h (e.g. {num}ms)"
-        ));
+        return Err(DurationError::NoUnit {
+            text: text.to_string(),
+            number: num.to_string(),
+        });
     }
     let scale = UNITS
         .iter()
         .find(|(u, _)| *u == unit)
         .map(|(_, s)| *s)
-        .ok_or_else(|| format!("'{text}': unknown unit '{unit}' (use ns, us, ms, s, m or h)"))?;
+        .ok_or_else(|| DurationError::UnknownUnit {
+            text: text.to_string(),
+            unit: unit.to_string(),
+        })?;
     if value < 0.0 || value.is_nan() {
-        return Err(format!("'{text}': a duration must not be negative"));
+        return Err(DurationError::Negative(text.to_string()));
     }
     let ns = value * scale;
     if ns > u64::MAX as f64 {
-        return Err(format!("'{text}' is too long"));
+        return Err(DurationError::TooLong(text.to_string()));
     }
     Ok(Nanos(ns.round() as u64))
 }
@@ -153,12 +167,23 @@ mod tests {
 
     #[test]
     fn refuses_bad_text() {
-        assert!(parse_duration("10").unwrap_err().contains("needs a unit"));
-        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert!(parse_duration("10")
+            .unwrap_err()
+            .to_string()
+            .contains("needs a unit"));
+        assert!(parse_duration("-5s")
+            .unwrap_err()
+            .to_string()
+            .contains("negative"));
         assert!(parse_duration("5 parsecs")
             .unwrap_err()
+            .to_string()
             .contains("unknown unit"));
-        assert!(parse_duration("ms").unwrap_err().contains("not a duration"));
+        assert!(matches!(parse_ns("-5us"), Err(DurationError::Negative(_))));
+        assert!(parse_duration("ms")
+            .unwrap_err()
+            .to_string()
+            .contains("not a duration"));
         assert!(parse_duration("").is_err());
     }
 

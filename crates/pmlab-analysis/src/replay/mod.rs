@@ -36,16 +36,19 @@ pub enum Policy {
     Arm64Poll,
 }
 
+/// A policy name that is none of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy {0:?}: expected haltpoll, fixed or arm64-poll")]
+pub struct UnknownPolicy(pub String);
+
 impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Policy, String> {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Policy, UnknownPolicy> {
         match s {
             "fixed" => Ok(Policy::Fixed),
             "haltpoll" => Ok(Policy::Haltpoll),
             "arm64-poll" | "arm64" => Ok(Policy::Arm64Poll),
-            _ => Err(format!(
-                "unknown policy {s:?}: expected haltpoll, fixed or arm64-poll"
-            )),
+            _ => Err(UnknownPolicy(s.to_string())),
         }
     }
 }

@@ -140,9 +140,7 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let duration = match &args.duration {
         Some(d) => {
-            let ns = pmlab_workload::units::parse_duration(d)
-                .map_err(anyhow::Error::msg)
-                .context("--duration")?;
+            let ns = pmlab_workload::units::parse_duration(d).context("--duration")?;
             if ns.0 == 0 {
                 bail!("--duration must be greater than zero");
             }

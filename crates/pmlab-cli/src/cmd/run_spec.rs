@@ -74,7 +74,7 @@ fn fraction(s: &str) -> Result<f64, String> {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    spec::parse_duration(s).map_err(|e| e.to_string())
+    spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
 /// Options every experiment takes.

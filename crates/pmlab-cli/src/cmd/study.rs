@@ -80,7 +80,7 @@ struct CliHost {
 }
 
 impl Host for CliHost {
-    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, String> {
+    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, pmlab_lab::lab::LabError> {
         if self.simulate {
             self.seed += 1;
             return Ok(Box::new(SimExecutor::new(self.root.clone(), self.seed)));
@@ -88,11 +88,7 @@ impl Host for CliHost {
         let sources = Sources {
             trace: trace.then(|| (self.db.clone(), Vec::new())),
         };
-        let exec = self
-            .lab
-            .machine_executor(&sources)
-            .map_err(|e| format!("{e:#}"))?;
-        Ok(Box::new(exec))
+        Ok(Box::new(self.lab.machine_executor(&sources)?))
     }
     fn progress(&mut self, p: &StageProgress) {
         self.bar.set_position((p.done * 1000.0) as u64);
@@ -120,8 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .filter(|s| !s.trim().is_empty())
         .map(|s| Stage::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
+        .collect::<Result<Vec<_>, _>>()?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

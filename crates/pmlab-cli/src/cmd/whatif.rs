@@ -83,9 +83,12 @@ pub struct Args {
 
 /// A poll value: a duration with a unit, or a bare number of ns.
 fn parse_value(s: &str) -> anyhow::Result<u64> {
-    pmlab_workload::units::parse_ns(s).map_err(|e| match e.contains("negative") {
-        true => anyhow::anyhow!("--values {:?}: a poll value must not be negative", s.trim()),
-        false => anyhow::anyhow!("--values {:?}: {e}", s.trim()),
+    use pmlab_workload::units::DurationError;
+    pmlab_workload::units::parse_ns(s).map_err(|e| match e {
+        DurationError::Negative(_) => {
+            anyhow::anyhow!("--values {:?}: a poll value must not be negative", s.trim())
+        }
+        e => anyhow::anyhow!("--values {:?}: {e}", s.trim()),
     })
 }
 
@@ -110,10 +113,7 @@ fn parse_params(s: &str) -> anyhow::Result<HaltpollParams> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Everything the user typed is checked before any trace is read.
-    let policy: Policy = args
-        .policy
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!(e))?;
+    let policy: Policy = args.policy.parse()?;
     let values: Vec<u64> = if args.values.is_empty() {
         replay::DEFAULT_VALUES_NS.to_vec()
     } else {

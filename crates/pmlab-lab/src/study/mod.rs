@@ -10,7 +10,7 @@ pub mod predict;
 pub mod record;
 pub mod sim;
 
-use crate::executor::Executor;
+use crate::executor::{ExecError, Executor};
 use crate::hotplug::{self, LabOptions, LoaderKind, Mitigation, Paths};
 use crate::html::{self, StageNote, StageStatus};
 use crate::protocol::{self, Observer, ProtocolError, StopReason};
@@ -32,6 +32,39 @@ pub enum StudyError {
     Html(#[from] html::HtmlError),
     #[error("{0}")]
     Other(String),
+}
+
+/// Why one step of a stage did not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Lab(#[from] crate::lab::LabError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Hotplug(#[from] crate::hotplug::HotplugError),
+    #[error(transparent)]
+    Predict(#[from] predict::PredictError),
+    #[error("the wakeup stage did not run here, and its trace is what is replayed")]
+    NoWakeupStage,
+}
+
+impl StepError {
+    /// A knob this machine does not have: the stage is skipped, not failed.
+    fn knob_unavailable(&self) -> bool {
+        use pmlab_kernel::knob::KnobError;
+        matches!(
+            self,
+            StepError::Protocol(ProtocolError::Invalid(
+                ExecError::Configuration {
+                    source: KnobError::Unknown { .. },
+                    ..
+                } | ExecError::Knob(KnobError::Unknown { .. })
+            ))
+        )
+    }
 }
 
 /// What to run.
@@ -64,7 +97,7 @@ pub struct StageProgress {
 /// What the study needs from its caller (the CLI): executors and a place to show progress.
 pub trait Host {
     /// A fresh executor for one experiment; `trace`: record a trace of every run.
-    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, String>;
+    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, crate::lab::LabError>;
     fn progress(&mut self, p: &StageProgress);
     /// A line worth printing above the bar.
     fn note(&mut self, line: &str);
@@ -159,9 +192,9 @@ fn run_experiment_step(
     experiment: &crate::spec::Experiment,
     budget: &crate::spec::Budget,
     trace: bool,
-) -> Result<(i64, StopReason, String), String> {
+) -> Result<(i64, StopReason, String), StepError> {
     let mut exec = host.executor(trace)?;
-    let mut store = Store::open(&opts.db).map_err(|e| e.to_string())?;
+    let mut store = Store::open(&opts.db)?;
     let mut obs = StageObserver { host, clock, stage };
     match protocol::run_experiment(
         &mut store,
@@ -173,11 +206,7 @@ fn run_experiment_step(
         &mut obs,
     ) {
         Ok(o) => Ok((o.experiment_id, o.stop, o.stop_description)),
-        Err(ProtocolError::Restore { error, outcome }) => Err(format!(
-            "experiment {} ran, but restoring the machine failed: {error}",
-            outcome.experiment_id
-        )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -186,9 +215,9 @@ fn run_hotplug_step(
     host: &mut dyn Host,
     clock: &Clock,
     p: &plan::HotplugPlan,
-) -> Result<(i64, bool), String> {
+) -> Result<(i64, bool), StepError> {
     let paths = Paths::new(&opts.root);
-    hotplug::check_cpus(&paths.sys_cpu(), &p.cpus).map_err(|e| e.to_string())?;
+    hotplug::check_cpus(&paths.sys_cpu(), &p.cpus)?;
     let lab = LabOptions {
         paths: paths.clone(),
         cpus: p.cpus.clone(),
@@ -209,22 +238,19 @@ fn run_hotplug_step(
         clock,
         stage: Stage::Hotplug,
     };
-    let result = hotplug::run_lab(&lab, &mut obs).map_err(|e| e.to_string())?;
-    let id = hotplug::store::save_lab(&opts.db, &result, &opts.command, &paths.root)
-        .map_err(|e| e.to_string())?;
+    let result = hotplug::run_lab(&lab, &mut obs)?;
+    let id = hotplug::store::save_lab(&opts.db, &result, &opts.command, &paths.root)?;
     Ok((id, result.interrupted))
 }
 
 /// The polling-predicted stage: replay the wakeup stage's traced run; Err: why not.
-fn predict_step(opts: &Options, done: &[StageNote]) -> Result<String, String> {
+fn predict_step(opts: &Options, done: &[StageNote]) -> Result<String, StepError> {
     let wakeups = done
         .iter()
         .find(|s| s.stage == Stage::Wakeups.as_str() && s.status == StageStatus::Done)
         .and_then(|s| s.experiments.first())
-        .ok_or("the wakeup stage did not run here, and its trace is what is replayed")?;
-    predict::predict(&opts.db, *wakeups)
-        .map(|(sentence, _)| sentence)
-        .map_err(|e| pmlab_kernel::error_chain(&e))
+        .ok_or(StepError::NoWakeupStage)?;
+    Ok(predict::predict(&opts.db, *wakeups)?.0)
 }
 
 /// Run the study, store it, and write its report.
@@ -322,7 +348,7 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                                 Ok(sentence) => reasons.push(sentence),
                                 Err(why) => {
                                     note.status = StageStatus::Skipped;
-                                    reasons.push(why);
+                                    reasons.push(pmlab_kernel::error_chain(&why));
                                 }
                             }
                             continue;
@@ -335,15 +361,20 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                                 note.status = StageStatus::Interrupted;
                             }
                         }
-                        Err(e)
-                            if e.contains("cannot set")
-                                || e.contains("unknown knob")
-                                || e.contains("not on this branch") =>
-                        {
+                        Err(e) if e.knob_unavailable() => {
                             note.status = StageStatus::Skipped;
-                            reasons.push(e);
+                            reasons.push(pmlab_kernel::error_chain(&e));
                         }
                         Err(e) => {
+                            let e = match e {
+                                StepError::Protocol(ProtocolError::Restore { error, outcome }) => {
+                                    format!(
+                                        "experiment {} ran, but restoring the machine failed: {error}",
+                                        outcome.experiment_id
+                                    )
+                                }
+                                e => pmlab_kernel::error_chain(&e),
+                            };
                             note.status = if opts.stop.load(Ordering::SeqCst) {
                                 StageStatus::Interrupted
                             } else {

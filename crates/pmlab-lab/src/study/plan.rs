@@ -44,17 +44,19 @@ impl Stage {
             Stage::Cpu => "cpu",
         }
     }
-    pub fn parse(s: &str) -> Result<Stage, String> {
+    pub fn parse(s: &str) -> Result<Stage, UnknownStage> {
         Stage::ALL
             .iter()
             .copied()
             .find(|x| x.as_str() == s.trim())
-            .ok_or_else(|| {
-                let all: Vec<&str> = Stage::ALL.iter().map(|x| x.as_str()).collect();
-                format!("unknown stage `{s}` (stages: {})", all.join(", "))
-            })
+            .ok_or_else(|| UnknownStage(s.to_string()))
     }
 }
+
+/// A stage name that is none of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown stage `{0}` (stages: {all})", all = Stage::ALL.map(Stage::as_str).join(", "))]
+pub struct UnknownStage(pub String);
 
 /// A hotplug session.
 #[derive(Debug, Clone)]

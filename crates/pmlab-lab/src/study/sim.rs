@@ -6,6 +6,7 @@
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
 use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
+use pmlab_kernel::knob::KnobError;
 use pmlab_kernel::{Direction, Metric};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,14 +45,18 @@ fn poll_us(v: &str) -> Option<f64> {
     }
 }
 
-fn check(knob: &str) -> Result<(), String> {
-    let (name, value) = split_assignment(knob).map_err(|e| e.to_string())?;
+fn check(knob: &str) -> Result<(), KnobError> {
+    let (name, value) = pmlab_kernel::knob::split_assignment(knob)?;
     match name {
-        "haltpoll.guest_halt_poll_ns" => poll_us(value)
-            .map(|_| ())
-            .ok_or(format!("bad value {value}")),
+        "haltpoll.guest_halt_poll_ns" => poll_us(value).map(|_| ()).ok_or(KnobError::Invalid {
+            assignment: knob.into(),
+            reason: format!("bad value {value}"),
+        }),
         "cpuidle.governor" | "cpuidle.POLL.disable" => Ok(()),
-        _ => Err(format!("unknown knob `{name}` on the simulated machine")),
+        _ => Err(KnobError::Unknown {
+            name: name.into(),
+            hint: " on the simulated machine".into(),
+        }),
     }
 }
 
@@ -106,7 +111,10 @@ impl Executor for SimExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
         for c in &experiment.configurations {
             for k in &c.knobs {
-                check(k).map_err(ExecError::Invalid)?;
+                check(k).map_err(|source| ExecError::Configuration {
+                    label: c.label.clone(),
+                    source,
+                })?;
             }
         }
         Ok(())
