@@ -236,8 +236,9 @@ pub fn parse_mapped(map: std::sync::Arc<memmap2::Mmap>, opts: &LoadOptions) -> R
     let h = parse_headers(bytes, opts)?;
     // The map was made without MAP_POPULATE: page tables for the event data are filled
     // here in one call per CPU (cheaper than a fault per 64 KiB), and the header sections
-    // nobody reads (kallsyms when unwanted) are never mapped in.
-    for b in &h.buffers {
+    // nobody reads (kallsyms when unwanted) are never mapped in. A headers-only open
+    // (`opts.events` off) maps in no event data at all.
+    for b in h.buffers.iter().filter(|_| opts.events) {
         for &(_, off, size) in &b.cpus {
             let (off, size) = (off as usize, size as usize);
             if off < map.len() && size > 0 {
