@@ -164,7 +164,7 @@ pub struct Report {
 #[derive(Default)]
 pub struct Extras<'a> {
     pub model: Option<&'a Model>,
-    pub sidecar: Option<Result<Sidecar, String>>,
+    pub sidecar: Option<Result<Sidecar, crate::crosscheck::SidecarError>>,
 }
 
 /// Run the analyses named in `only` (all of them when empty; hotplug is the caller's).
@@ -260,7 +260,10 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
         }
         (Some(Err(e)), _) => {
             r.crosscheck = Some(Outcome::Skipped {
-                skipped: format!("counters sidecar unreadable: {e}"),
+                skipped: format!(
+                    "counters sidecar unreadable: {}",
+                    pmlab_kernel::error_chain(&e)
+                ),
             })
         }
         _ => {}

@@ -26,15 +26,24 @@ pub fn sidecar_path(trace: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A sidecar that is there but cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SidecarError {
+    #[error("{0}")]
+    Read(PathBuf, #[source] std::io::Error),
+    #[error("{0}")]
+    Malformed(PathBuf, #[source] serde_json::Error),
+}
+
 /// Read the sidecar of `trace`: None when absent, Err when unreadable or malformed.
-pub fn load(trace: &Path) -> Option<Result<Sidecar, String>> {
+pub fn load(trace: &Path) -> Option<Result<Sidecar, SidecarError>> {
     let p = sidecar_path(trace);
     let text = match std::fs::read_to_string(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(Err(format!("{}: {e}", p.display()))),
+        Err(e) => return Some(Err(SidecarError::Read(p, e))),
     };
-    Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display())))
+    Some(serde_json::from_str(&text).map_err(|e| SidecarError::Malformed(p, e)))
 }
 
 #[derive(Debug, Clone, Serialize)]

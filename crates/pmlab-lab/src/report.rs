@@ -349,13 +349,26 @@ fn unit_of(primary: &Option<MetricInfo>) -> String {
     primary.as_ref().map(|p| p.unit.clone()).unwrap_or_default()
 }
 
+/// Why a report cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("no configuration labelled `{label}` (there are: {labels})")]
+    NoSuchConfiguration { label: String, labels: String },
+    #[error("nothing to compare")]
+    NothingToCompare,
+    #[error("experiments {0} have no workload in common")]
+    NoCommonWorkload(String),
+    #[error("primary metrics differ: {0} vs {1}")]
+    PrimaryDiffers(String, String),
+}
+
 impl Report {
     /// The report of one experiment. `reference` overrides the stored reference (a label).
     pub fn of(
         e: &StoredExperiment,
         reference: Option<&str>,
         side: &SideSelection,
-    ) -> Result<Report, String> {
+    ) -> Result<Report, ReportError> {
         let reference = match reference {
             None => e
                 .info
@@ -365,15 +378,14 @@ impl Report {
                 .configurations
                 .iter()
                 .position(|c| c.label == l)
-                .ok_or_else(|| {
-                    format!(
-                        "no configuration labelled `{l}` (there are: {})",
-                        e.configurations
-                            .iter()
-                            .map(|c| c.label.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                .ok_or_else(|| ReportError::NoSuchConfiguration {
+                    label: l.to_string(),
+                    labels: e
+                        .configurations
+                        .iter()
+                        .map(|c| c.label.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 })?,
         };
         let mut workloads = Vec::new();
@@ -434,7 +446,7 @@ impl Report {
         a: &StoredExperiment,
         b: &StoredExperiment,
         side: &SideSelection,
-    ) -> Result<Report, String> {
+    ) -> Result<Report, ReportError> {
         let mut r = Report::lined_up(
             &[
                 (format!("#{}", a.info.id), a),
@@ -454,9 +466,9 @@ impl Report {
     pub fn lined_up(
         groups: &[(String, &StoredExperiment)],
         side: &SideSelection,
-    ) -> Result<Report, String> {
+    ) -> Result<Report, ReportError> {
         let Some(((_, a), rest)) = groups.split_first() else {
-            return Err("nothing to compare".into());
+            return Err(ReportError::NothingToCompare);
         };
         let mut pairs: Vec<Vec<usize>> = Vec::new();
         if groups.iter().all(|(_, e)| e.workloads.len() == 1) {
@@ -472,10 +484,7 @@ impl Report {
         }
         if pairs.is_empty() {
             let ids: Vec<String> = groups.iter().map(|(_, e)| e.info.id.to_string()).collect();
-            return Err(format!(
-                "experiments {} have no workload in common",
-                ids.join(" and ")
-            ));
+            return Err(ReportError::NoCommonWorkload(ids.join(" and ")));
         }
         let mut workloads = Vec::new();
         let mut notes = Vec::new();
@@ -485,11 +494,7 @@ impl Report {
             for ((_, b), &wb) in rest.iter().zip(&ws[1..]) {
                 if let (Some(pa), Some(pb)) = (&primary, b.primary_metric(wb)) {
                     if pa.key() != pb.key() {
-                        return Err(format!(
-                            "primary metrics differ: {} vs {}",
-                            pa.label(),
-                            pb.label()
-                        ));
+                        return Err(ReportError::PrimaryDiffers(pa.label(), pb.label()));
                     }
                 }
             }

@@ -193,8 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &e,
                 view.reference.as_deref(),
                 &SideSelection::parse(&view.side),
-            )
-            .map_err(anyhow::Error::msg)?;
+            )?;
             print!("{}", view.format().format().renderer().render(&report)?);
             if runs && view.format() == FormatArg::Table {
                 print_runs(&e);
@@ -217,12 +216,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .iter()
                         .map(|g| (g.label.clone(), &g.pooled))
                         .collect();
-                    Report::lined_up(&named, &side).map_err(anyhow::Error::msg)?
+                    Report::lined_up(&named, &side)?
                 }
                 (None, Some(id2)) => {
                     let a = store.load(resolve_id(&store, &id1)?)?;
                     let b = store.load(resolve_id(&store, &id2)?)?;
-                    Report::cross(&a, &b, &side).map_err(anyhow::Error::msg)?
+                    Report::cross(&a, &b, &side)?
                 }
                 (None, None) => unreachable!("clap requires ID2 without --by"),
             };

@@ -387,7 +387,7 @@ fn print_report(
     format: FormatArg,
 ) -> anyhow::Result<()> {
     let e = store.load(id)?;
-    let report = Report::of(&e, None, side).map_err(anyhow::Error::msg)?;
+    let report = Report::of(&e, None, side)?;
     print!("{}", format.format().renderer().render(&report)?);
     Ok(())
 }

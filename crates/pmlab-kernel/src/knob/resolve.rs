@@ -483,7 +483,8 @@ fn unknown(root: &Root, name: &str) -> KnobError {
 
 /// The exact string to write for `value` into `t`, checked against the type, range and the
 /// kernel's allowed list.
-pub fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<String, String> {
+/// (The reason is a sentence for `KnobError::Invalid`, which names the assignment.)
+pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<String, String> {
     if t.def.words.contains(&value) {
         return Ok(value.to_string());
     }

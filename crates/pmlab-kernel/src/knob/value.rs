@@ -27,7 +27,8 @@ fn suffix_scale(suffix: &str) -> Option<(&'static str, f64)> {
 
 /// Parse an integer value for a knob whose kernel unit is `unit` (`ns`, `us`, `ms`, `kHz`,
 /// or empty). A bare number is in the knob's unit. Errors say what was expected.
-pub fn parse_int(text: &str, unit: &str) -> Result<i64, String> {
+/// (The reason is a sentence for `KnobError::Invalid`, which names the assignment.)
+pub(crate) fn parse_int(text: &str, unit: &str) -> Result<i64, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))

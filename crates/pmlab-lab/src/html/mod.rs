@@ -37,8 +37,12 @@ pub enum HtmlError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
     #[error("{0}")]
-    Report(String),
+    Json(String, #[source] serde_json::Error),
 }
 
 /// One workload of one experiment, with its metric names and CPUs found once.
@@ -453,8 +457,8 @@ pub fn write(input: &Input, dir: &Path) -> Result<Written, HtmlError> {
     let mut files = Vec::new();
     for e in &input.experiments {
         let id = e.info.id;
-        let csv = crate::export::runs_csv(e).map_err(|x| HtmlError::Report(x.to_string()))?;
-        let json = crate::export::runs_json(e).map_err(|x| HtmlError::Report(x.to_string()))?;
+        let csv = crate::export::runs_csv(e)?;
+        let json = crate::export::runs_json(e)?;
         for (name, bytes) in [
             (format!("experiment-{id}-runs.csv"), csv),
             (format!("experiment-{id}-runs.json"), json),
@@ -469,7 +473,7 @@ pub fn write(input: &Input, dir: &Path) -> Result<Written, HtmlError> {
     for (e, r) in input.experiments.iter().zip(&out.reports) {
         let name = format!("experiment-{}-report.json", e.info.id);
         let p = data.join(&name);
-        let text = serde_json::to_vec_pretty(r).map_err(|x| HtmlError::Report(x.to_string()))?;
+        let text = serde_json::to_vec_pretty(r).map_err(|e| HtmlError::Json(name.clone(), e))?;
         put(&p, &text)?;
         files.push(p);
     }
