@@ -15,10 +15,12 @@ Examples:
   pmlab study --only idle,hotplug --out /tmp/report --db /tmp/pmlab.db
 
 Stages: idle (baseline: residency, interrupts by kind per CPU), polling (sweep of the
-poll limit against pipe, wakeup and idle: knee and poll-time cost), governors (each
-cpuidle governor), hotplug (offline/online latency at two load levels), wakeups
-(messaging), cpu (spin on every CPU). Stages the machine cannot do are skipped with the
-reason. The machine is restored at the end and on Ctrl-C.";
+poll limit against pipe on two CPUs, wakeup and idle: knee and poll-time cost), governors
+(each cpuidle governor), hotplug (offline/online latency at two load levels), wakeups
+(traced messaging), polling-predicted (the wakeup trace replayed under the haltpoll
+governor, as `pmlab whatif` does: a prediction where polling cannot be switched on, a
+cross-check where it can), cpu (spin on every CPU). Stages the machine cannot do are
+skipped with the reason. The machine is restored at the end and on Ctrl-C.";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
