@@ -93,20 +93,31 @@ impl Trace {
     /// Event names with events, as `t.events` keys them: `name`, or `system:name` where two
     /// systems share a name.
     fn names_with_counts(trace: &pmlab_trace::Trace) -> Vec<(String, u16, u64)> {
-        let s = pmlab_trace::summary::summarize(trace);
-        let mut out = Vec::new();
-        for e in &s.by_event {
-            let shared = s.by_event.iter().filter(|x| x.name == e.name).count() > 1;
-            let key = if shared {
-                format!("{}:{}", e.system, e.name)
-            } else {
-                e.name.clone()
-            };
-            if let Some(id) = trace.event_id(&e.system, &e.name) {
-                out.push((key, id, e.count));
-            }
+        // Only the counts by id: the rest of a summary (CPUs, time span) is not needed here.
+        let mut by_id = vec![0u64; 1 << 16];
+        for &id in &trace.events.id {
+            by_id[id as usize] += 1;
         }
-        out
+        let mut present: Vec<(&pmlab_trace::EventFormat, u16, u64)> = by_id
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .filter_map(|(id, &n)| Some((trace.formats.get(&(id as u16))?, id as u16, n)))
+            .collect();
+        // As `pmlab trace info` lists them: most frequent first, then by name.
+        present.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.name.cmp(&b.0.name)));
+        present
+            .iter()
+            .map(|(f, id, n)| {
+                let shared = present.iter().filter(|x| x.0.name == f.name).count() > 1;
+                let key = if shared {
+                    format!("{}:{}", f.system, f.name)
+                } else {
+                    f.name.clone()
+                };
+                (key, *id, *n)
+            })
+            .collect()
     }
 }
 
