@@ -1,8 +1,8 @@
 //! `pmlab study`: the battery that adapts to the machine — idle baseline, idle-polling sweep,
 //! cpuidle governors, CPU hotplug, wakeups, polling predicted from the wakeups trace and
-//! CPU-bound runtime — each stage run through
-//! the experiment protocol (or the hotplug lab) into the store, skipped with a stated reason
-//! where the machine cannot do it, and ending with the HTML report.
+//! CPU-bound runtime — each stage run through the experiment protocol (or the hotplug lab)
+//! into the store, skipped with a stated reason where the machine cannot do it, and ending
+//! with the HTML report.
 
 pub mod detect;
 pub mod plan;
@@ -52,6 +52,17 @@ pub enum StepError {
 }
 
 impl StepError {
+    /// The prediction has no traced wakeup run, or its trace lacks the events it needs.
+    fn nothing_to_replay(&self) -> bool {
+        matches!(
+            self,
+            StepError::NoWakeupStage
+                | StepError::Predict(
+                    predict::PredictError::NoTrace | predict::PredictError::Missing(_)
+                )
+        )
+    }
+
     /// A knob this machine does not have: the stage is skipped, not failed.
     fn knob_unavailable(&self) -> bool {
         use pmlab_kernel::knob::KnobError;
@@ -347,7 +358,13 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                             match predict_step(opts, &rec.stages) {
                                 Ok(sentence) => reasons.push(sentence),
                                 Err(why) => {
-                                    note.status = StageStatus::Skipped;
+                                    // Nothing to replay is a skip; a trace that cannot be
+                                    // read or replayed is a failure.
+                                    note.status = if why.nothing_to_replay() {
+                                        StageStatus::Skipped
+                                    } else {
+                                        StageStatus::Failed
+                                    };
                                     reasons.push(pmlab_kernel::error_chain(&why));
                                 }
                             }
