@@ -220,9 +220,10 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
     let mut by_pid: HashMap<i32, Option<i32>> = HashMap::new();
     let mut by_name: HashMap<&str, i32> = HashMap::new();
     let mut names: Vec<&str> = Vec::new();
-    let mut keys: Vec<Option<i32>> = Vec::with_capacity(pids.len());
+    // Keys with -1 for a pid without a name; those become nulls at the end.
+    let mut keys: Vec<i32> = Vec::with_capacity(pids.len());
     // Most rows repeat a recent pid: a small direct-mapped cache before the map.
-    let mut cache: Vec<(i32, Option<i32>)> = vec![(-1, None); 1024];
+    let mut cache: Vec<(i32, i32)> = vec![(-1, -1); 1024];
     for &pid in pids {
         let slot = &mut cache[(pid as usize) & 1023];
         if slot.0 == pid {
@@ -242,11 +243,19 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
                 })
             })
         });
+        let k = k.unwrap_or(-1);
         *slot = (pid, k);
         keys.push(k);
     }
+    let nulls = keys
+        .contains(&-1)
+        .then(|| arrow_buffer::NullBuffer::from_iter(keys.iter().map(|&k| k >= 0)));
+    let keys: Vec<i32> = match nulls {
+        Some(_) => keys.into_iter().map(|k| k.max(0)).collect(),
+        None => keys,
+    };
     let values = StringArray::from(names);
-    DictionaryArray::new(Int32Array::from(keys), Arc::new(values))
+    DictionaryArray::new(Int32Array::new(keys.into(), nulls), Arc::new(values))
 }
 
 /// The column names of an event's table: `ts`, `cpu`, `pid`, `comm`, then its format's
@@ -278,7 +287,9 @@ fn batch_of(
     rows: usize,
 ) -> Result<RecordBatch, ArrowError> {
     let (ts, cpu, pid) = common;
-    let (mut ts, mut cpu) = (Some(ts), Some(cpu));
+    // The names first: then the pid column moves into its array instead of being copied.
+    let mut comm = picked.contains(&3).then(|| comm_column(trace, &pid));
+    let (mut ts, mut cpu, mut pid) = (Some(ts), Some(cpu), Some(pid));
     let mut fields = fields.into_iter();
     let mut schema = Vec::with_capacity(picked.len());
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(picked.len());
@@ -286,9 +297,9 @@ fn batch_of(
         let (dt, a): (DataType, ArrayRef) = match k {
             0 => array_of(Values::U64(ts.take().unwrap_or_default())),
             1 => array_of(Values::U32(cpu.take().unwrap_or_default())),
-            2 => array_of(Values::I32(pid.clone())),
+            2 => array_of(Values::I32(pid.take().unwrap_or_default())),
             3 => {
-                let a = comm_column(trace, &pid);
+                let a = comm.take().expect("made above, picked once");
                 (a.data_type().clone(), Arc::new(a) as ArrayRef)
             }
             _ => array_of(fields.next().expect("one column per picked field")),
