@@ -122,14 +122,7 @@ impl DurationSummary {
             return DurationSummary::default();
         }
         let n = v.len();
-        // p50 <= p99.
-        let (k50, k99) = ranks(n);
-        let (below, &mut p99, _) = v.select_nth_unstable(k99);
-        let p50 = if k50 < k99 {
-            *below.select_nth_unstable(k50).1
-        } else {
-            p99
-        };
+        let [p50, p99] = select_percentiles(v, [50.0, 99.0]).expect("not empty");
         let total: u64 = v.iter().sum();
         DurationSummary {
             n: n as u64,
