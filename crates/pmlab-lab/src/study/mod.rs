@@ -261,7 +261,7 @@ fn predict_step(opts: &Options, done: &[StageNote]) -> Result<String, StepError>
         .find(|s| s.stage == Stage::Wakeups.as_str() && s.status == StageStatus::Done)
         .and_then(|s| s.experiments.first())
         .ok_or(StepError::NoWakeupStage)?;
-    Ok(predict::predict(&opts.db, *wakeups)?.0)
+    Ok(predict::predict(&opts.db, *wakeups)?)
 }
 
 /// Run the study, store it, and write its report.

@@ -27,7 +27,7 @@ pub enum PredictError {
 }
 
 /// Replay the first traced run of `experiment` and say what polling would have done.
-pub fn predict(db: &Path, experiment: i64) -> Result<(String, WhatifReport), PredictError> {
+pub fn predict(db: &Path, experiment: i64) -> Result<String, PredictError> {
     let store = Store::open(db)?;
     let e = store.load(experiment)?;
     let run = e
@@ -47,7 +47,7 @@ pub fn predict(db: &Path, experiment: i64) -> Result<(String, WhatifReport), Pre
         ..Config::default()
     };
     let report = replay::run(&trace, &pmlab_analysis::Options::default(), &cfg)?;
-    Ok((sentence(&report, run.id), report))
+    Ok(sentence(&report, run.id))
 }
 
 /// One line for the study's summary.
