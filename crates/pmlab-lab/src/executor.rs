@@ -34,6 +34,9 @@ pub enum ExecError {
     /// The machine could not be configured or restored.
     #[error(transparent)]
     Knob(#[from] KnobError),
+    /// The hotplug lab's machine (CPUs, loaders, cgroups, tracer).
+    #[error(transparent)]
+    Hotplug(#[from] crate::hotplug::HotplugError),
 }
 
 /// Which hook a command is.
@@ -61,6 +64,8 @@ pub struct RunContext {
     pub configuration: usize,
     pub workload: usize,
     pub round: usize,
+    /// Where the run is in its round (as stored).
+    pub position: usize,
     pub warmup: bool,
     /// Runs started so far in this experiment (warm-ups included), before this one.
     pub sequence: usize,
@@ -74,6 +79,7 @@ impl RunContext {
             configuration: 0,
             workload: 0,
             round: 1,
+            position: 0,
             warmup: false,
             sequence: 0,
         }
@@ -121,6 +127,9 @@ pub enum RunError {
     /// A failure the fake or simulated executor was told to produce.
     #[error("{0}")]
     Simulated(String),
+    /// The machine refused in a way that ends the experiment (the run is stored as failed).
+    #[error(transparent)]
+    Fatal(ExecError),
 }
 
 /// Why a hook command failed.
@@ -447,6 +456,7 @@ mod tests {
                         configuration: 0,
                         workload: 0,
                         round: 1,
+                        position: 0,
                         warmup: false,
                         sequence: i,
                     };

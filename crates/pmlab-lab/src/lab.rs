@@ -304,14 +304,17 @@ impl Lab {
         }
     }
 
-    /// The hotplug latency lab, stopping on the lab's stop token.
+    /// The hotplug latency lab through the protocol into `store`, stopping on the lab's
+    /// stop token.
     pub fn hotplug(
         &self,
         mut opts: crate::hotplug::LabOptions,
+        store: &mut Store,
+        command: &str,
         progress: &mut dyn crate::hotplug::lab::Progress,
     ) -> Result<crate::hotplug::LabResult, crate::hotplug::HotplugError> {
         opts.stop = self.stop_token();
-        crate::hotplug::run_lab(&opts, progress)
+        crate::hotplug::run_lab(&opts, store, command, progress)
     }
 
     /// The hotplug fault-injection walk, stopping on the lab's stop token.

@@ -356,6 +356,7 @@ mod tests {
             configuration: 0,
             workload: 0,
             round: 1,
+            position: 0,
             warmup: false,
             sequence: 0,
         };

@@ -14,6 +14,10 @@
 //! - **interrupted**: the stop flag (set by SIGINT/SIGTERM/SIGHUP in the CLI) ends the
 //!   experiment between runs; the runs so far stay in the store, marked incomplete.
 //!
+//! With workload groups ([`Experiment::groups`]) the shuffle is over (configuration, group)
+//! steps, and a step runs its group's workloads back to back. A run failing with
+//! [`RunError::Fatal`] is stored and ends the experiment.
+//!
 //! Order of calls on the executor: validate → snapshot → setup hook → for every run
 //! (configure → prepare hook → run) → cleanup hook → restore. Restore runs on every exit path.
 
@@ -65,6 +69,8 @@ impl StopReason {
             StopReason::Decided => {
                 "decided: every difference from the reference is significant at 99.9%".into()
             }
+            // No precision target: a fixed number of runs (the hotplug lab's cycles).
+            StopReason::MaxRuns if budget.target_ci <= 0.0 => "all runs done".into(),
             StopReason::MaxRuns => "budget spent: --max-runs reached before the target CI".into(),
             StopReason::MaxTime => "budget spent: --max-time reached before the target CI".into(),
             StopReason::FixedRounds => "fixed number of rounds (sequential order)".into(),
@@ -282,7 +288,14 @@ fn measure(
         *setup_done = true;
     }
 
-    // The schedule: a list of rounds, each a list of unit indices, produced lazily.
+    // The schedule: a list of rounds, each a list of unit indices, produced lazily. A step
+    // is a (configuration, workload group) pair; units are indexed workload-major.
+    let n_configs = experiment.configurations.len();
+    let steps: Vec<Vec<usize>> = experiment
+        .workload_groups()
+        .iter()
+        .flat_map(|g| (0..n_configs).map(move |c| g.iter().map(|&w| w * n_configs + c).collect()))
+        .collect();
     let sequential_rounds = (max_runs / n_units).max(1);
     let mut round = if budget.warmup { 0 } else { 1 };
     loop {
@@ -298,19 +311,23 @@ fn measure(
                 return Ok(reason);
             }
         }
-        // Run order of this "round". Sequential: one pass over units, each repeated.
-        let order: Vec<usize> = match (budget.order, warmup) {
-            (Order::Sequential, false) => (0..n_units)
-                .flat_map(|u| std::iter::repeat_n(u, sequential_rounds))
+        // Run order of this "round": its steps shuffled, each step's units back to back.
+        // Sequential: one pass over the steps, each repeated; `rep` counts the repeats.
+        let order: Vec<(usize, usize)> = match (budget.order, warmup) {
+            (Order::Sequential, false) => steps
+                .iter()
+                .flat_map(|s| {
+                    (0..sequential_rounds).flat_map(move |r| s.iter().map(move |&u| (u, r)))
+                })
                 .collect(),
             _ => {
-                let mut o: Vec<usize> = (0..n_units).collect();
+                let mut o: Vec<&Vec<usize>> = steps.iter().collect();
                 o.shuffle(&mut rng);
-                o
+                o.into_iter().flatten().map(|&u| (u, 0)).collect()
             }
         };
         let round_started = Instant::now();
-        for (position, &u) in order.iter().enumerate() {
+        for (position, &(u, rep)) in order.iter().enumerate() {
             if stop.load(Ordering::SeqCst) {
                 return Ok(StopReason::Interrupted);
             }
@@ -322,7 +339,7 @@ fn measure(
             }
             let unit = state.units[u];
             let (run_round, run_position) = match (budget.order, warmup) {
-                (Order::Sequential, false) => (position % sequential_rounds + 1, u),
+                (Order::Sequential, false) => (rep + 1, u),
                 _ => (round, position),
             };
             let context = RunContext {
@@ -330,6 +347,7 @@ fn measure(
                 configuration: unit.configuration,
                 workload: unit.workload,
                 round: run_round,
+                position: run_position,
                 warmup,
                 sequence: state.sequence,
             };
@@ -344,8 +362,9 @@ fn measure(
                     executor.hook(HookKind::Prepare, cmd)?;
                 }
                 executor.run(workload, &context)
-            })()
-            .map_err(|e| error_chain(&e));
+            })();
+            let fatal = matches!(result, Err(RunError::Fatal(_)));
+            let result = result.map_err(|e| error_chain(&e));
             let duration = t0.elapsed();
             let interrupted = stop.load(Ordering::SeqCst);
             let (status, error, output) = match result {
@@ -376,6 +395,7 @@ fn measure(
                     error.as_deref().unwrap_or(""),
                 );
             }
+            let fatal = fatal.then(|| error.clone().unwrap_or_default());
             store.insert_run(&NewRun {
                 experiment: ids.experiment,
                 configuration: ids.configurations[unit.configuration],
@@ -394,6 +414,9 @@ fn measure(
             observer.progress(&progress(
                 experiment, budget, state, round, warmup, max_runs, started, min_rounds,
             ));
+            if let Some(e) = fatal {
+                return Ok(StopReason::Error(e));
+            }
         }
         if !warmup {
             state.rounds_done = if budget.order == Order::Sequential {
@@ -523,7 +546,9 @@ fn progress(
             };
             rounds_needed = rounds_needed.max(needed);
         }
-        let runs_needed = (rounds_needed * state.units.len()).min(max_runs);
+        let runs_needed = rounds_needed
+            .saturating_mul(state.units.len())
+            .min(max_runs);
         let mut eta = per_run * runs_needed.saturating_sub(state.measured) as u32;
         if let Some(t) = budget.max_time {
             eta = eta.min(t.saturating_sub(started.elapsed()));
@@ -925,6 +950,19 @@ mod tests {
         assert!(store.list().unwrap().is_empty());
     }
 
+    /// A run's output with one metric.
+    fn one_metric() -> RunOutput {
+        RunOutput {
+            metrics: vec![pmlab_kernel::Metric::new(
+                "m",
+                1.0,
+                "s",
+                pmlab_kernel::Direction::Lower,
+            )],
+            ..Default::default()
+        }
+    }
+
     /// An executor that records the order of calls and stops the experiment after `stop_after` runs.
     struct Recorder<'a> {
         calls: Vec<String>,
@@ -957,15 +995,7 @@ mod tests {
                     flag.store(true, Ordering::SeqCst);
                 }
             }
-            Ok(RunOutput {
-                metrics: vec![pmlab_kernel::Metric::new(
-                    "m",
-                    1.0,
-                    "s",
-                    pmlab_kernel::Direction::Lower,
-                )],
-                ..Default::default()
-            })
+            Ok(one_metric())
         }
         fn hook(&mut self, kind: HookKind, _: &str) -> Result<(), crate::executor::HookError> {
             self.calls.push(kind.as_str().into());
@@ -1053,5 +1083,155 @@ mod tests {
         let e = store.load(out.experiment_id).unwrap();
         assert_eq!(e.info.status, ExperimentStatus::Incomplete);
         assert_eq!(e.runs.len(), 5, "the runs so far are kept");
+    }
+
+    /// Records (configuration, workload, round, position) of each run; fails fatally at run `fatal_at`.
+    struct GroupRecorder {
+        current: String,
+        runs: Vec<(String, usize, usize, usize)>,
+        fatal_at: Option<usize>,
+        restored: bool,
+    }
+
+    impl Executor for GroupRecorder {
+        fn validate(&mut self, _: &Experiment) -> Result<(), ExecError> {
+            Ok(())
+        }
+        fn snapshot(&mut self, _: &Experiment) -> SystemSnapshot {
+            SystemSnapshot::default()
+        }
+        fn configure(&mut self, c: &Configuration) -> Result<(), ExecError> {
+            self.current = c.label.clone();
+            Ok(())
+        }
+        fn run(&mut self, _: &WorkloadDef, ctx: &RunContext) -> Result<RunOutput, RunError> {
+            self.runs
+                .push((self.current.clone(), ctx.workload, ctx.round, ctx.position));
+            if self.fatal_at == Some(self.runs.len()) {
+                return Err(RunError::Fatal(ExecError::Invalid(
+                    "the machine refused".into(),
+                )));
+            }
+            Ok(one_metric())
+        }
+        fn restore(&mut self) -> Result<(), ExecError> {
+            self.restored = true;
+            Ok(())
+        }
+    }
+
+    fn grouped() -> Experiment {
+        let w = |a: &str| WorkloadDef::new(vec!["pipe".into(), a.into()]).unwrap();
+        Experiment::new(
+            Kind::RunSpec,
+            "g".into(),
+            vec![
+                Configuration::parse("a", "").unwrap(),
+                Configuration::parse("b", "").unwrap(),
+            ],
+            vec![
+                w("--loops=1"),
+                w("--loops=2"),
+                w("--loops=3"),
+                w("--loops=4"),
+            ],
+            None,
+        )
+        .unwrap()
+        .with_groups(vec![vec![0, 1], vec![2, 3]])
+        .unwrap()
+    }
+
+    /// The grouped experiment run by a [`GroupRecorder`]: its store, executor and outcome.
+    fn run_grouped(
+        budget: &Budget,
+        fatal_at: Option<usize>,
+    ) -> (tempfile::TempDir, Store, GroupRecorder, Outcome) {
+        let (d, mut store) = store();
+        let mut ex = GroupRecorder {
+            current: String::new(),
+            runs: Vec::new(),
+            fatal_at,
+            restored: false,
+        };
+        let stop = AtomicBool::new(false);
+        let out = run_experiment(
+            &mut store,
+            &mut ex,
+            &grouped(),
+            budget,
+            "t",
+            &stop,
+            &mut Silent,
+        )
+        .unwrap();
+        (d, store, ex, out)
+    }
+
+    #[test]
+    fn a_group_runs_back_to_back_in_one_configuration_and_steps_are_shuffled() {
+        let budget = Budget {
+            max_runs: Some(5 * 8),
+            target_ci: 0.0,
+            stop_when_decided: false,
+            warmup: false,
+            seed: 3,
+            ..Budget::default()
+        };
+        let (_d, store, ex, out) = run_grouped(&budget, None);
+        assert_eq!(out.stop, StopReason::MaxRuns);
+        assert_eq!(ex.runs.len(), 40);
+        let mut orders = std::collections::BTreeSet::new();
+        for round in ex.runs.chunks(8) {
+            // Pairs: a group's first workload, then its second, in the same configuration.
+            for pair in round.chunks(2) {
+                assert_eq!(pair[0].0, pair[1].0, "{round:?}");
+                assert!(
+                    matches!((pair[0].1, pair[1].1), (0, 1) | (2, 3)),
+                    "{round:?}"
+                );
+                assert_eq!(pair[0].3 + 1, pair[1].3);
+            }
+            let mut units: Vec<(String, usize)> =
+                round.iter().map(|r| (r.0.clone(), r.1)).collect();
+            units.sort();
+            units.dedup();
+            assert_eq!(units.len(), 8, "every unit once per round: {round:?}");
+            orders.insert(round.iter().map(|r| (r.0.clone(), r.1)).collect::<Vec<_>>());
+        }
+        assert!(orders.len() > 1, "steps are shuffled per round");
+        // Every run is stored where the executor was told it is.
+        let e = store.load(out.experiment_id).unwrap();
+        assert_eq!(e.runs.len(), 40);
+    }
+
+    #[test]
+    fn bad_groups_are_refused() {
+        let e = grouped()
+            .with_groups(vec![vec![0, 1], vec![1, 2, 3]])
+            .unwrap_err();
+        assert!(e.to_string().contains("is in 2 groups"), "{e}");
+        let e = grouped().with_groups(vec![vec![0, 1, 2]]).unwrap_err();
+        assert!(e.to_string().contains("is in 0 groups"), "{e}");
+        let e = grouped()
+            .with_groups(vec![vec![0, 1, 2, 3, 9]])
+            .unwrap_err();
+        assert!(e.to_string().contains("no workload 9"), "{e}");
+    }
+
+    #[test]
+    fn a_fatal_run_is_stored_and_ends_the_experiment_with_a_restore() {
+        let budget = Budget {
+            max_runs: Some(40),
+            warmup: false,
+            ..Budget::default()
+        };
+        let (_d, store, ex, out) = run_grouped(&budget, Some(3));
+        assert_eq!(ex.runs.len(), 3, "nothing runs after the fatal one");
+        assert!(ex.restored);
+        assert_eq!(out.stop, StopReason::Error("the machine refused".into()));
+        let e = store.load(out.experiment_id).unwrap();
+        assert_eq!(e.runs.len(), 3);
+        assert_eq!(e.runs[2].status, RunStatus::Failed);
     }
 }

@@ -41,6 +41,8 @@ pub enum SpecError {
     },
     #[error("{path}: {message}")]
     SpecFile { path: PathBuf, message: String },
+    #[error("bad workload groups: {0}")]
+    Groups(String),
 }
 
 /// One configuration: the machine as found plus these knob assignments (`NAME[@CPUS]=VALUE`).
@@ -146,6 +148,11 @@ pub struct Experiment {
     /// For sweeps: the swept knob names, in order (the knee is searched in configuration order).
     pub swept: Vec<String>,
     pub hooks: Hooks,
+    /// Workloads that run back to back, in this order, in one configuration: a hotplug
+    /// cycle (each CPU's offline, then its online). The protocol shuffles (configuration,
+    /// group) pairs. Empty: every workload is a group of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<Vec<usize>>,
 }
 
 impl Experiment {
@@ -192,7 +199,37 @@ impl Experiment {
             reference,
             swept: Vec::new(),
             hooks: Hooks::default(),
+            groups: Vec::new(),
         })
+    }
+
+    /// The workload groups: [`Experiment::groups`], or each workload alone.
+    pub fn workload_groups(&self) -> Vec<Vec<usize>> {
+        if self.groups.is_empty() {
+            (0..self.workloads.len()).map(|w| vec![w]).collect()
+        } else {
+            self.groups.clone()
+        }
+    }
+
+    /// Run `groups` of workloads back to back (see [`Experiment::groups`]); every workload
+    /// must be in exactly one group.
+    pub fn with_groups(mut self, groups: Vec<Vec<usize>>) -> Result<Experiment, SpecError> {
+        let mut seen = vec![0usize; self.workloads.len()];
+        for &w in groups.iter().flatten() {
+            match seen.get_mut(w) {
+                Some(n) => *n += 1,
+                None => return Err(SpecError::Groups(format!("no workload {w}"))),
+            }
+        }
+        if let Some(w) = seen.iter().position(|&n| n != 1) {
+            return Err(SpecError::Groups(format!(
+                "workload `{}` is in {} groups (each must be in one)",
+                self.workloads[w].label, seen[w]
+            )));
+        }
+        self.groups = groups;
+        Ok(self)
     }
 
     /// Every distinct knob assignment used by any configuration.

@@ -471,14 +471,50 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(sql)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        let conn = Connection::open(path).map_err(&sql)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(&sql)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
         };
         store.initialise()?;
         Ok(store)
+    }
+
+    /// A store in memory, gone when dropped: for commands told not to keep their results
+    /// (`--no-store`), which still go through the protocol.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        })?;
+        let mut store = Store { conn, path };
+        store.initialise()?;
+        Ok(store)
+    }
+
+    /// Add side metrics to the measured run at (`round`, `position`) of an experiment, after
+    /// their source (a trace read at the end of a session) is known.
+    pub fn add_side_metrics(
+        &mut self,
+        experiment: i64,
+        round: usize,
+        position: usize,
+        metrics: &[Metric],
+    ) -> Result<(), StoreError> {
+        let (tx, sql) = self.immediate()?;
+        let (run_id, next): (i64, i64) = tx
+            .query_row(
+                "SELECT r.id, COALESCE((SELECT MAX(position) + 1 FROM metrics WHERE run_id = r.id), 0)
+                 FROM runs r WHERE r.experiment_id = ?1 AND r.round = ?2 AND r.position = ?3 AND NOT r.warmup",
+                params![experiment, round as i64, position as i64],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(&sql)?;
+        insert_metrics(&tx, run_id, next, metrics.iter().map(|m| (m, true))).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
+        Ok(())
     }
 
     /// Create a store at an old schema version (for migration tests).
@@ -528,7 +564,9 @@ impl Store {
             .conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| self.sql(e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
+        // An in-memory store has no file to share: its journal stays in memory.
+        let in_memory = mode.eq_ignore_ascii_case("memory") && self.path.as_os_str() == ":memory:";
+        if !mode.eq_ignore_ascii_case("wal") && !in_memory {
             return Err(StoreError::Io {
                 path: self.path.clone(),
                 source: std::io::Error::other(format!("cannot switch to WAL mode (got {mode})")),
@@ -538,17 +576,10 @@ impl Store {
             .execute_batch("PRAGMA foreign_keys = ON")
             .map_err(|e| self.sql(e))?;
         let path = self.path.clone();
-        let sql = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let (tx, sql) = self.immediate()?;
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sql)?;
+            .map_err(&sql)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
                 path: path.clone(),
@@ -562,24 +593,24 @@ impl Store {
             .take(target as usize)
             .skip(version as usize)
         {
-            tx.execute_batch(migration).map_err(sql)?;
+            tx.execute_batch(migration).map_err(&sql)?;
             let new_version = i as i64 + 1;
             tx.execute_batch(&format!("PRAGMA user_version = {new_version}"))
-                .map_err(sql)?;
+                .map_err(&sql)?;
             tx.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 params![new_version.to_string()],
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
             tx.execute(
                 "INSERT INTO meta(key, value) VALUES ('application', 'pmlab')
                  ON CONFLICT(key) DO NOTHING",
                 [],
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
         }
-        tx.commit().map_err(sql)
+        tx.commit().map_err(&sql)
     }
 
     /// The schema version of the open store.
@@ -607,7 +638,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+            .map_err(&sql)?;
         tx.execute(
             "INSERT INTO experiments(kind, name, command, created_ns, status, seed, target_ci, max_runs, max_time_s,
                                      reference, spec_json, owner_pid, owner_start, uid)
@@ -628,7 +659,7 @@ impl Store {
                 new_uid(),
             ],
         )
-        .map_err(sql)?;
+        .map_err(&sql)?;
         let id = tx.last_insert_rowid();
         let mut configurations = Vec::new();
         for (i, c) in experiment.configurations.iter().enumerate() {
@@ -636,7 +667,7 @@ impl Store {
                 "INSERT INTO configurations(experiment_id, position, label) VALUES (?1, ?2, ?3)",
                 params![id, i as i64, c.label],
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
             let cid = tx.last_insert_rowid();
             for (j, k) in c.knobs.iter().enumerate() {
                 let (name, value) = spec::split_assignment(k).unwrap_or((k.as_str(), ""));
@@ -644,7 +675,7 @@ impl Store {
                     "INSERT INTO knobs(configuration_id, position, name, value) VALUES (?1, ?2, ?3, ?4)",
                     params![cid, j as i64, name, value],
                 )
-                .map_err(sql)?;
+                .map_err(&sql)?;
             }
             configurations.push(cid);
         }
@@ -654,11 +685,11 @@ impl Store {
                 "INSERT INTO workloads(experiment_id, position, label, argv_json) VALUES (?1, ?2, ?3, ?4)",
                 params![id, i as i64, w.label, serde_json::to_string(&w.argv).expect("argv serialises")],
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
             workloads.push(tx.last_insert_rowid());
         }
-        put_system(&tx, id, system).map_err(sql)?;
-        tx.commit().map_err(sql)?;
+        put_system(&tx, id, system).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
         Ok(ExperimentIds {
             experiment: id,
             configurations,
@@ -666,17 +697,31 @@ impl Store {
         })
     }
 
-    /// Insert one run and its metrics (one transaction).
-    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64, StoreError> {
+    /// An immediate (write-locking) transaction, and how an SQLite error of this store reads.
+    fn immediate(
+        &mut self,
+    ) -> Result<
+        (
+            rusqlite::Transaction<'_>,
+            impl Fn(rusqlite::Error) -> StoreError,
+        ),
+        StoreError,
+    > {
         let path = self.path.clone();
-        let sql = |source| StoreError::Sqlite {
+        let sql = move |source| StoreError::Sqlite {
             path: path.clone(),
             source,
         };
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+            .map_err(&sql)?;
+        Ok((tx, sql))
+    }
+
+    /// Insert one run and its metrics (one transaction).
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64, StoreError> {
+        let (tx, sql) = self.immediate()?;
         tx.execute(
             "INSERT INTO runs(experiment_id, configuration_id, workload_id, round, position, warmup, started_ns,
                               duration_ns, status, error, trace_path)
@@ -695,34 +740,15 @@ impl Store {
                 run.trace_path.as_ref().map(|p| p.display().to_string()),
             ],
         )
-        .map_err(sql)?;
+        .map_err(&sql)?;
         let run_id = tx.last_insert_rowid();
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO metrics(run_id, position, name, value, unit, direction, side, cpu) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(sql)?;
-            let all = run
-                .metrics
-                .iter()
-                .map(|m| (m, false))
-                .chain(run.side_metrics.iter().map(|m| (m, true)));
-            for (i, (m, side)) in all.enumerate() {
-                stmt.execute(params![
-                    run_id,
-                    i as i64,
-                    m.name,
-                    m.value,
-                    m.unit,
-                    m.direction.as_str(),
-                    side,
-                    m.cpu
-                ])
-                .map_err(sql)?;
-            }
-        }
-        tx.commit().map_err(sql)?;
+        let all = run
+            .metrics
+            .iter()
+            .map(|m| (m, false))
+            .chain(run.side_metrics.iter().map(|m| (m, true)));
+        insert_metrics(&tx, run_id, 0, all).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
         Ok(run_id)
     }
 
@@ -842,7 +868,7 @@ impl Store {
                 Self::info_from_row,
             )
             .optional()
-            .map_err(sql)?
+            .map_err(&sql)?
             .ok_or_else(|| StoreError::NoSuchExperiment {
                 path: self.path.clone(),
                 id,
@@ -858,16 +884,16 @@ impl Store {
             .prepare(
                 "SELECT id, label FROM configurations WHERE experiment_id = ?1 ORDER BY position",
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
         let rows: Vec<(i64, String)> = stmt
             .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(sql)?
+            .map_err(&sql)?
             .collect::<Result<_, _>>()
-            .map_err(sql)?;
+            .map_err(&sql)?;
         let mut knob_stmt = self
             .conn
             .prepare("SELECT name, value FROM knobs WHERE configuration_id = ?1 ORDER BY position")
-            .map_err(sql)?;
+            .map_err(&sql)?;
         for (cid, label) in rows {
             let knobs: Vec<String> = knob_stmt
                 .query_map(params![cid], |r| {
@@ -877,9 +903,9 @@ impl Store {
                         r.get::<_, String>(1)?
                     ))
                 })
-                .map_err(sql)?
+                .map_err(&sql)?
                 .collect::<Result<_, _>>()
-                .map_err(sql)?;
+                .map_err(&sql)?;
             configurations.push(StoredConfiguration {
                 id: cid,
                 label,
@@ -887,7 +913,7 @@ impl Store {
             });
         }
 
-        let mut stmt = self.conn.prepare("SELECT id, label, argv_json FROM workloads WHERE experiment_id = ?1 ORDER BY position").map_err(sql)?;
+        let mut stmt = self.conn.prepare("SELECT id, label, argv_json FROM workloads WHERE experiment_id = ?1 ORDER BY position").map_err(&sql)?;
         let workloads: Vec<StoredWorkload> = stmt
             .query_map(params![id], |r| {
                 let argv_json: String = r.get(2)?;
@@ -897,9 +923,9 @@ impl Store {
                     argv: serde_json::from_str(&argv_json).unwrap_or_default(),
                 })
             })
-            .map_err(sql)?
+            .map_err(&sql)?
             .collect::<Result<_, _>>()
-            .map_err(sql)?;
+            .map_err(&sql)?;
 
         let mut runs: Vec<StoredRun> = Vec::new();
         let mut stmt = self
@@ -908,24 +934,24 @@ impl Store {
                 "SELECT id, configuration_id, workload_id, round, position, warmup, started_ns, duration_ns, status, error, trace_path
                  FROM runs WHERE experiment_id = ?1 ORDER BY id",
             )
-            .map_err(sql)?;
-        let mut rows = stmt.query(params![id]).map_err(sql)?;
-        while let Some(r) = rows.next().map_err(sql)? {
-            let cid: i64 = r.get(1).map_err(sql)?;
-            let wid: i64 = r.get(2).map_err(sql)?;
-            let status: String = r.get(8).map_err(sql)?;
+            .map_err(&sql)?;
+        let mut rows = stmt.query(params![id]).map_err(&sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let cid: i64 = r.get(1).map_err(&sql)?;
+            let wid: i64 = r.get(2).map_err(&sql)?;
+            let status: String = r.get(8).map_err(&sql)?;
             runs.push(StoredRun {
-                id: r.get(0).map_err(sql)?,
+                id: r.get(0).map_err(&sql)?,
                 configuration: configurations.iter().position(|c| c.id == cid).unwrap_or(0),
                 workload: workloads.iter().position(|w| w.id == wid).unwrap_or(0),
-                round: r.get::<_, i64>(3).map_err(sql)? as usize,
-                position: r.get::<_, i64>(4).map_err(sql)? as usize,
-                warmup: r.get(5).map_err(sql)?,
-                started_ns: r.get(6).map_err(sql)?,
-                duration_ns: r.get(7).map_err(sql)?,
+                round: r.get::<_, i64>(3).map_err(&sql)? as usize,
+                position: r.get::<_, i64>(4).map_err(&sql)? as usize,
+                warmup: r.get(5).map_err(&sql)?,
+                started_ns: r.get(6).map_err(&sql)?,
+                duration_ns: r.get(7).map_err(&sql)?,
                 status: RunStatus::parse(&status),
-                error: r.get(9).map_err(sql)?,
-                trace_path: r.get(10).map_err(sql)?,
+                error: r.get(9).map_err(&sql)?,
+                trace_path: r.get(10).map_err(&sql)?,
                 metrics: Vec::new(),
             });
         }
@@ -936,25 +962,25 @@ impl Store {
                 "SELECT m.run_id, m.name, m.value, m.unit, m.direction, m.side, m.cpu FROM metrics m
                  JOIN runs r ON r.id = m.run_id WHERE r.experiment_id = ?1 ORDER BY m.run_id, m.position",
             )
-            .map_err(sql)?;
-        let mut rows = stmt.query(params![id]).map_err(sql)?;
+            .map_err(&sql)?;
+        let mut rows = stmt.query(params![id]).map_err(&sql)?;
         let mut index = 0;
-        while let Some(r) = rows.next().map_err(sql)? {
-            let run_id: i64 = r.get(0).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let run_id: i64 = r.get(0).map_err(&sql)?;
             while index < runs.len() && runs[index].id != run_id {
                 index += 1;
             }
             if index == runs.len() {
                 break;
             }
-            let direction: String = r.get(4).map_err(sql)?;
+            let direction: String = r.get(4).map_err(&sql)?;
             runs[index].metrics.push(StoredMetric {
-                name: r.get(1).map_err(sql)?,
-                cpu: r.get(6).map_err(sql)?,
-                value: r.get(2).map_err(sql)?,
-                unit: r.get(3).map_err(sql)?,
+                name: r.get(1).map_err(&sql)?,
+                cpu: r.get(6).map_err(&sql)?,
+                value: r.get(2).map_err(&sql)?,
+                unit: r.get(3).map_err(&sql)?,
                 direction: parse_direction(&direction),
-                side: r.get(5).map_err(sql)?,
+                side: r.get(5).map_err(&sql)?,
             });
         }
         drop(rows);
@@ -982,7 +1008,7 @@ impl Store {
                 },
             )
             .optional()
-            .map_err(sql)?;
+            .map_err(&sql)?;
         Ok(StoredExperiment {
             info,
             configurations,
@@ -1068,9 +1094,9 @@ impl Store {
         };
         self.conn
             .execute("ATTACH DATABASE ?1 AS src", params![uri])
-            .map_err(sql)?;
-        let result = copy_attached(&mut self.conn, only, trace).map_err(sql);
-        let detached = self.conn.execute_batch("DETACH DATABASE src").map_err(sql);
+            .map_err(&sql)?;
+        let result = copy_attached(&mut self.conn, only, trace).map_err(&sql);
+        let detached = self.conn.execute_batch("DETACH DATABASE src").map_err(&sql);
         let imported = result?;
         detached?;
         Ok(imported)
@@ -1106,9 +1132,9 @@ impl Store {
                 params![id],
                 |r| r.get(0),
             )
-            .map_err(sql)?;
+            .map_err(&sql)?;
         let n = if known {
-            put_system(&self.conn, id, system).map_err(sql)?
+            put_system(&self.conn, id, system).map_err(&sql)?
         } else {
             0
         };
@@ -1247,6 +1273,31 @@ fn copy_attached(
 
 /// Refuse `path` unless it is a pmlab store, or (unless `must_exist`) empty or missing;
 /// reads the SQLite header only.
+/// Insert a run's metrics (each with whether it is a side metric) from `first` position on.
+fn insert_metrics<'m>(
+    tx: &rusqlite::Transaction,
+    run_id: i64,
+    first: i64,
+    metrics: impl Iterator<Item = (&'m Metric, bool)>,
+) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO metrics(run_id, position, name, value, unit, direction, side, cpu) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    for (i, (m, side)) in metrics.enumerate() {
+        stmt.execute(params![
+            run_id,
+            first + i as i64,
+            m.name,
+            m.value,
+            m.unit,
+            m.direction.as_str(),
+            side,
+            m.cpu
+        ])?;
+    }
+    Ok(())
+}
+
 fn check_file(path: &Path, must_exist: bool) -> Result<(), StoreError> {
     let io = |source| StoreError::Io {
         path: path.to_path_buf(),

@@ -10,6 +10,7 @@ use pmlab_lab::hotplug::{
     Mitigation, Paths, StateTable,
 };
 use pmlab_lab::lab::Lab;
+use pmlab_lab::store::Store;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
@@ -209,11 +210,18 @@ pub fn run(args: Args) -> Result<()> {
         trace: !args.no_trace,
         stop: stop.clone(),
     };
-    let result = lab.hotplug(opts, &mut bar)?;
+    let mut store = if args.no_store {
+        Store::in_memory()?
+    } else {
+        Store::open(&args.db)?
+    };
+    let result = lab.hotplug(opts, &mut store, &command, &mut bar)?;
     if !args.no_store {
-        let id = hotplug::store::save_lab(&args.db, &result, &command, &paths.root)
-            .with_context(|| format!("saving to {}", args.db.display()))?;
-        eprintln!("pmlab: saved as experiment {id} in {}", args.db.display());
+        eprintln!(
+            "pmlab: saved as experiment {} in {}",
+            result.experiment,
+            args.db.display()
+        );
     }
     let report = HotplugReport::build(&result);
     if args.json {

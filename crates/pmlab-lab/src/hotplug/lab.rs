@@ -1,25 +1,30 @@
-//! The latency lab: per load level, start the loaders, then cycle each CPU offline/online
-//! with the configurations interleaved round by round (order shuffled per round from a
-//! recorded seed), each operation timed around its write and traced; then restore.
+//! The latency lab: an executor of the experiment protocol whose unit of work is one timed
+//! offline or online write; each round runs every (configuration, load level) cycle in an
+//! order shuffled from the recorded seed, every CPU offline then online, each operation
+//! timed around its write and stored as it completes; the session is traced whole and
+//! each operation's steps are added to its run at the end.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::boost::{BoostCgroup, BoostMode};
 use super::loaders::{LoaderCommand, LoaderKind, Loaders};
 use super::states::StateTable;
+use super::store::{configuration, lower, ms, step_metrics, WALL_METRIC};
 use super::sysfs::{errno_meaning, read_trimmed, CpuFiles, Direction, TimedWrite};
 use super::trace::OpTrace;
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
+use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
+use crate::protocol::{self, ProtocolError, Silent, StopReason};
+use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
+use crate::store::Store;
+use crate::system::SystemSnapshot;
 use pmlab_kernel::knob::{KnobError, Transaction};
-use pmlab_kernel::Root;
+use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric, Root};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -57,6 +62,9 @@ pub struct OpRecord {
 /// Everything the report needs.
 #[derive(Debug, Clone, Serialize)]
 pub struct LabResult {
+    /// The session's experiment in the store.
+    #[serde(skip)]
+    pub experiment: i64,
     pub cpus: Vec<u32>,
     pub cycles: u32,
     pub loads: Vec<u32>,
@@ -128,7 +136,8 @@ impl MachineGuard {
         let fail: Vec<String> = v
             .iter()
             .filter(|(f, _)| f.fail().map(|x| x == -1).unwrap_or(false))
-            .map(|(f, _)| format!("sysfs:{}=-1", f.fail_path().display()))
+            // The knob names the file as on the machine; the transaction puts it under its root.
+            .map(|(f, _)| format!("sysfs:/sys/devices/system/cpu/cpu{}/hotplug/fail=-1", f.cpu))
             .collect();
         if !fail.is_empty() {
             txn.apply(&fail).map_err(knob_err)?;
@@ -194,9 +203,244 @@ fn timed_op(cpu: &CpuFiles, dir: Direction) -> Result<TimedWrite, HotplugError> 
     Ok(w)
 }
 
-/// Run the lab. Every exit path restores the machine (guards are dropped in reverse order:
-/// tracer, loaders, boost cgroup, then CPUs and knobs).
-pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResult, HotplugError> {
+/// The hotplug lab as an executor of the experiment protocol. Its unit of work is one timed
+/// offline or online write of one CPU (a workload per CPU, direction and load level); the
+/// workloads of a load level form a group, so each (configuration, load) step is a cycle:
+/// every CPU offline then online, back to back. Loaders run for the level of the step; when
+/// the level changes they are restarted and one unrecorded cycle per CPU warms them up.
+struct CycleExecutor<'a> {
+    opts: &'a LabOptions,
+    guard: MachineGuard,
+    boost: Option<BoostCgroup>,
+    cpus: Vec<CpuFiles>,
+    /// Per workload: load level, index into `cpus`, direction.
+    units: Vec<(u32, usize, Direction)>,
+    loaders: Option<(u32, Loaders)>,
+    config: Option<Mitigation>,
+    ops: Vec<OpRecord>,
+    /// Where each op's run is in the store: (round, position).
+    places: Vec<(usize, usize)>,
+    notes: Vec<String>,
+    /// A refusal that ended the session (returned as it is, not as text).
+    fatal: Option<HotplugError>,
+    progress: &'a mut dyn Progress,
+}
+
+impl CycleExecutor<'_> {
+    fn stopped(&self) -> bool {
+        self.opts.stop.load(Ordering::Relaxed)
+    }
+
+    fn mitigation(c: &Configuration) -> Result<Mitigation, ExecError> {
+        Mitigation::parse(&c.label).map_err(|e| ExecError::Invalid(e.to_string()))
+    }
+
+    /// Loaders for `load` (restarted when the level changes, then one warm-up cycle per CPU).
+    fn level(&mut self, load: u32) -> Result<(), HotplugError> {
+        if self.loaders.as_ref().is_some_and(|(l, _)| *l == load) {
+            return Ok(());
+        }
+        self.stop_loaders();
+        let loaders = Loaders::start(self.opts.loader, &self.opts.loader_command, load)?;
+        self.loaders = Some((load, loaders));
+        for cpu in &self.cpus {
+            for dir in [Direction::Offline, Direction::Online] {
+                if self.stopped() {
+                    return Err(HotplugError::Interrupted);
+                }
+                timed_op(cpu, dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stop_loaders(&mut self) {
+        if let Some((load, mut l)) = self.loaders.take() {
+            if !l.all_running() {
+                let note = format!(
+                    "a {} loader exited during load level {load}",
+                    self.opts.loader.as_str()
+                );
+                if !self.notes.contains(&note) {
+                    self.notes.push(note);
+                }
+            }
+            l.stop();
+        }
+    }
+
+    /// One timed operation in the current configuration (kthread-boost around an online).
+    fn operate(&mut self, k: usize, dir: Direction) -> Result<TimedWrite, HotplugError> {
+        let boosted = self.config == Some(Mitigation::KthreadBoost) && dir == Direction::Online;
+        if boosted {
+            if let (Some(b), Some((_, l))) = (self.boost.as_mut(), self.loaders.as_ref()) {
+                b.enter(&l.processes())?;
+            }
+        }
+        let w = timed_op(&self.cpus[k], dir);
+        if boosted {
+            if let Some(b) = self.boost.as_mut() {
+                b.leave()?;
+            }
+        }
+        w
+    }
+
+    /// A refusal ends the session: kept typed, the run fails as fatal.
+    fn fail(&mut self, e: HotplugError) -> RunError {
+        let message = ExecError::Invalid(e.to_string());
+        self.fatal = Some(e);
+        RunError::Fatal(message)
+    }
+}
+
+impl Executor for CycleExecutor<'_> {
+    fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
+        for c in &experiment.configurations {
+            Self::mitigation(c)?;
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: &Experiment) -> SystemSnapshot {
+        let mut system = SystemSnapshot::read(&self.opts.paths.root);
+        system.knobs = super::store::knobs_as_found(&self.opts.paths.root, &self.opts.cpus);
+        system
+    }
+
+    fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError> {
+        let m = Self::mitigation(configuration)?;
+        if self.config != Some(m) {
+            // After a signal the knob write is refused: the protocol stops as interrupted.
+            self.guard
+                .set_rcu_expedited_if(m, &self.opts.configurations)?;
+            self.config = Some(m);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, _: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError> {
+        let (load, k, dir) = self.units[context.workload];
+        if let Err(e) = self.level(load) {
+            return Err(match e {
+                HotplugError::Interrupted => RunError::Exec(e.into()),
+                e => self.fail(e),
+            });
+        }
+        let cpu = self.cpus[k].cpu;
+        let already = match self.cpus[k].is_online() {
+            Ok(online) => online == dir.online_after(),
+            Err(e) => return Err(self.fail(e)),
+        };
+        if already {
+            // Changed by someone else: this run fails, the session goes on.
+            let e =
+                HotplugError::Unexpected(format!(
+                "cpu{cpu} was already {} before a {} operation (changed by someone else); skipped",
+                if dir.online_after() { "online" } else { "offline" },
+                dir.short()
+            ));
+            self.notes.push(e.to_string());
+            return Err(RunError::Exec(e.into()));
+        }
+        let w = match self.operate(k, dir) {
+            Ok(w) => w,
+            Err(e) => return Err(self.fail(e)),
+        };
+        let config = self.config.unwrap_or(Mitigation::None);
+        self.ops.push(OpRecord {
+            cpu,
+            direction: dir,
+            load,
+            config,
+            round: context.round.saturating_sub(1) as u32,
+            start_ns: w.start_ns,
+            end_ns: w.end_ns,
+            wall_ns: w.wall().0,
+            trace: None,
+        });
+        self.places.push((context.round, context.position));
+        self.progress.step(&format!(
+            "load {load} · {} · cpu{cpu} {}",
+            config.as_str(),
+            dir.short()
+        ));
+        Ok(RunOutput {
+            metrics: vec![lower(WALL_METRIC, ms(w.wall().0), "ms")],
+            side_metrics: vec![Metric::new("cpu", cpu as f64, "", MetricDirection::Neutral)],
+            trace_path: None,
+        })
+    }
+
+    fn restore(&mut self) -> Result<(), ExecError> {
+        self.stop_loaders();
+        if !self.stopped() {
+            self.guard.set_rcu_expedited(false)?;
+        }
+        if let Some(b) = self.boost.as_mut() {
+            b.remove()?;
+        }
+        Ok(self.guard.restore()?)
+    }
+}
+
+/// The experiment of a session: configurations are the mitigations, workloads (load, CPU,
+/// direction), grouped per load level into cycles; the unit map says what each workload is.
+fn experiment_of(opts: &LabOptions) -> (Experiment, Vec<(u32, usize, Direction)>) {
+    let configurations = opts
+        .configurations
+        .iter()
+        .map(|&m| configuration(m))
+        .collect();
+    let (mut workloads, mut units, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+    for &load in &opts.loads {
+        let mut group = Vec::new();
+        for (k, &cpu) in opts.cpus.iter().enumerate() {
+            for dir in [Direction::Offline, Direction::Online] {
+                let argv: Vec<String> = [
+                    "hotplug",
+                    dir.short(),
+                    "--cpus",
+                    &cpu.to_string(),
+                    "--load",
+                    &load.to_string(),
+                    "--loader",
+                    opts.loader.as_str(),
+                ]
+                .map(String::from)
+                .to_vec();
+                group.push(workloads.len());
+                units.push((load, k, dir));
+                workloads.push(WorkloadDef {
+                    label: argv.join(" "),
+                    argv,
+                });
+            }
+        }
+        groups.push(group);
+    }
+    let experiment = Experiment::new(
+        Kind::RunSpec,
+        "hotplug".into(),
+        configurations,
+        workloads,
+        None,
+    )
+    .and_then(|e| e.with_groups(groups))
+    .expect("hotplug workloads are distinct, each in one group");
+    (experiment, units)
+}
+
+/// Run the lab through the protocol, storing every operation as a run of `store`'s
+/// experiment as it completes (each traced step is added to its run at the end). Every exit
+/// path restores the machine: the protocol's restore puts CPUs, knobs and the boost cgroup
+/// back and stops the loaders; the guards' drops do it again on an early return.
+pub fn run_lab(
+    opts: &LabOptions,
+    store: &mut Store,
+    command: &str,
+    progress: &mut dyn Progress,
+) -> Result<LabResult, HotplugError> {
     let sys_cpu = opts.paths.sys_cpu();
     let states = StateTable::read(&sys_cpu)?;
     let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
@@ -205,7 +449,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
         .iter()
         .map(|l| format!("repaired what a killed pmlab session left: {l}"))
         .collect();
-    let mut boost = if opts.configurations.contains(&Mitigation::KthreadBoost) {
+    let boost = if opts.configurations.contains(&Mitigation::KthreadBoost) {
         let b = BoostCgroup::create(&opts.paths.cgroup_fs())?;
         if b.mode == BoostMode::ThrottleLoaders {
             notes.push(
@@ -219,6 +463,7 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
     } else {
         None
     };
+    let boost_mode = boost.as_ref().map(|b| b.mode);
     if opts.configurations.contains(&Mitigation::RcuExpedited) {
         // Refuse before any operation when the knob is missing.
         guard.set_rcu_expedited(false)?;
@@ -228,109 +473,59 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
     } else {
         None
     };
-    let cpus: Vec<CpuFiles> = opts
-        .cpus
-        .iter()
-        .map(|&c| CpuFiles::new(&sys_cpu, c))
-        .collect();
-    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
-    let total = opts.loads.len() as u64
-        * opts.cycles as u64
-        * opts.configurations.len() as u64
-        * cpus.len() as u64
-        * 2;
-    progress.begin(total);
-    let mut ops = Vec::new();
-    let stopped = || opts.stop.load(Ordering::Relaxed);
-    'levels: for &load in &opts.loads {
-        if stopped() {
-            break;
-        }
-        let mut loaders = Loaders::start(opts.loader, &opts.loader_command, load)?;
-        // Warm-up: one unrecorded cycle per CPU under this load.
-        for cpu in &cpus {
-            if stopped() {
-                break 'levels;
-            }
-            timed_op(cpu, Direction::Offline)?;
-            timed_op(cpu, Direction::Online)?;
-        }
-        for round in 0..opts.cycles {
-            let mut order = opts.configurations.clone();
-            order.shuffle(&mut rng);
-            for &config in &order {
-                if stopped() {
-                    // No knob write after a signal: the guard's restore puts them back.
-                    break 'levels;
-                }
-                if let Err(e) = guard.set_rcu_expedited_if(config, &opts.configurations) {
-                    // A signal between the check above and the write: the write is refused.
-                    if stopped() {
-                        break 'levels;
-                    }
-                    return Err(e);
-                }
-                for cpu in &cpus {
-                    for dir in [Direction::Offline, Direction::Online] {
-                        if stopped() {
-                            // Finish the cycle: a CPU left offline is brought back below.
-                            break 'levels;
-                        }
-                        if cpu.is_online()? == dir.online_after() {
-                            notes.push(format!(
-                                "cpu{} was already {} before a {} operation (changed by someone else); skipped",
-                                cpu.cpu,
-                                if dir.online_after() { "online" } else { "offline" },
-                                dir.short()
-                            ));
-                            continue;
-                        }
-                        let boosted =
-                            config == Mitigation::KthreadBoost && dir == Direction::Online;
-                        if boosted {
-                            if let Some(b) = boost.as_mut() {
-                                b.enter(&loaders.processes())?;
-                            }
-                        }
-                        let w = timed_op(cpu, dir);
-                        if boosted {
-                            if let Some(b) = boost.as_mut() {
-                                b.leave()?;
-                            }
-                        }
-                        let w = w?;
-                        ops.push(OpRecord {
-                            cpu: cpu.cpu,
-                            direction: dir,
-                            load,
-                            config,
-                            round,
-                            start_ns: w.start_ns,
-                            end_ns: w.end_ns,
-                            wall_ns: w.wall().0,
-                            trace: None,
-                        });
-                        progress.step(&format!(
-                            "load {load} · {} · cpu{} {}",
-                            config.as_str(),
-                            cpu.cpu,
-                            dir.short()
-                        ));
-                    }
-                }
-            }
-        }
-        if !loaders.all_running() {
-            notes.push(format!(
-                "a {} loader exited during load level {load}",
-                opts.loader.as_str()
-            ));
-        }
-        loaders.stop();
+    let (experiment, units) = experiment_of(opts);
+    let per_round = units.len() * opts.configurations.len();
+    let budget = Budget {
+        // A fixed number of cycles: no adaptive stop.
+        target_ci: 0.0,
+        max_runs: Some(opts.cycles as usize * per_round),
+        min_rounds: opts.cycles as usize,
+        seed: opts.seed,
+        stop_when_decided: false,
+        warmup: false,
+        ..Budget::default()
+    };
+    progress.begin((opts.cycles as usize * per_round) as u64);
+    let mut exec = CycleExecutor {
+        opts,
+        guard,
+        boost,
+        cpus: opts
+            .cpus
+            .iter()
+            .map(|&c| CpuFiles::new(&sys_cpu, c))
+            .collect(),
+        units,
+        loaders: None,
+        config: None,
+        ops: Vec::new(),
+        places: Vec::new(),
+        notes: Vec::new(),
+        fatal: None,
+        progress,
+    };
+    let outcome = protocol::run_experiment(
+        store,
+        &mut exec,
+        &experiment,
+        &budget,
+        command,
+        &opts.stop,
+        &mut Silent,
+    );
+    if let Some(e) = exec.fatal.take() {
+        return Err(e);
     }
-    if !stopped() {
-        guard.set_rcu_expedited(false)?;
+    let outcome = outcome.map_err(|e| match e {
+        ProtocolError::Invalid(e) => HotplugError::Unexpected(error_chain(&e)),
+        ProtocolError::Store(e) => HotplugError::Store(e),
+        ProtocolError::Restore { error, .. } => HotplugError::Unexpected(error),
+    })?;
+    if let StopReason::Error(e) = &outcome.stop {
+        return Err(HotplugError::Unexpected(e.clone()));
     }
+    notes.append(&mut exec.notes);
+    let mut ops = std::mem::take(&mut exec.ops);
     if let Some(t) = tracer {
         let timed: Vec<TimedOp> = ops
             .iter()
@@ -352,22 +547,24 @@ pub fn run_lab(opts: &LabOptions, progress: &mut dyn Progress) -> Result<LabResu
                 "{missing} operations have no cpuhp events in the trace"
             ));
         }
+        for (op, &(round, position)) in ops.iter().zip(&exec.places) {
+            if let Some(t) = &op.trace {
+                store.add_side_metrics(outcome.experiment_id, round, position, &step_metrics(t))?;
+            }
+        }
     }
-    if let Some(b) = boost.as_mut() {
-        b.remove()?;
-    }
-    guard.restore()?;
-    progress.finish();
+    exec.progress.finish();
     Ok(LabResult {
+        experiment: outcome.experiment_id,
         cpus: opts.cpus.clone(),
         cycles: opts.cycles,
         loads: opts.loads.clone(),
         loader: opts.loader,
         configurations: opts.configurations.clone(),
         seed: opts.seed,
-        boost_mode: boost.as_ref().map(|b| b.mode),
+        boost_mode,
         traced: opts.trace,
-        interrupted: stopped(),
+        interrupted: outcome.stop == StopReason::Interrupted,
         ops,
         notes,
         states,
@@ -385,5 +582,105 @@ impl MachineGuard {
             self.set_rcu_expedited(config == Mitigation::RcuExpedited)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotplug::loaders::LoaderKind;
+    use crate::hotplug::testing::fake_sys_cpu;
+    use crate::store::RunStatus;
+
+    /// A session on a fake tree (two hot-pluggable CPUs, rcu_expedited): the protocol
+    /// interleaves the configurations, each step a whole cycle, and stores every operation.
+    #[test]
+    fn a_session_goes_through_the_protocol_into_the_store() {
+        let t = tempfile::tempdir().unwrap();
+        let sys_cpu = t.path().join("sys/devices/system/cpu");
+        fake_sys_cpu(&sys_cpu, 3);
+        std::fs::create_dir_all(t.path().join("sys/kernel")).unwrap();
+        std::fs::write(t.path().join("sys/kernel/rcu_expedited"), "0\n").unwrap();
+        let opts = LabOptions {
+            paths: Paths::new(t.path()),
+            cpus: vec![1, 2],
+            cycles: 3,
+            loads: vec![0],
+            loader: LoaderKind::Spin,
+            loader_command: LoaderCommand::system_tool(LoaderKind::Spin),
+            configurations: vec![Mitigation::None, Mitigation::RcuExpedited],
+            seed: 42,
+            trace: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let mut store = Store::in_memory().unwrap();
+        let r = run_lab(&opts, &mut store, "pmlab hotplug", &mut NoProgress).unwrap();
+        assert!(!r.interrupted);
+        // 3 rounds × 2 configurations × 2 CPUs × (down, up).
+        assert_eq!(r.ops.len(), 24);
+        for round in 0..3 {
+            for config in [Mitigation::None, Mitigation::RcuExpedited] {
+                let ops: Vec<(u32, Direction)> = r
+                    .ops
+                    .iter()
+                    .filter(|o| o.round == round && o.config == config)
+                    .map(|o| (o.cpu, o.direction))
+                    .collect();
+                // Each step is one cycle, back to back: every CPU offline, then online.
+                assert_eq!(
+                    ops,
+                    [
+                        (1, Direction::Offline),
+                        (1, Direction::Online),
+                        (2, Direction::Offline),
+                        (2, Direction::Online)
+                    ]
+                );
+            }
+        }
+        // The machine is as found.
+        for c in [1, 2] {
+            assert!(CpuFiles::new(&sys_cpu, c).is_online().unwrap());
+        }
+        let rcu = std::fs::read_to_string(t.path().join("sys/kernel/rcu_expedited")).unwrap();
+        assert_eq!(rcu.trim(), "0");
+        let e = store.load(r.experiment).unwrap();
+        assert_eq!(e.configurations.len(), 2);
+        assert_eq!(
+            e.configurations[1].knobs,
+            vec!["rcu.expedited=1".to_string()]
+        );
+        assert_eq!(e.workloads.len(), 4, "(cpu, direction) at one load");
+        assert_eq!(e.runs.len(), 24);
+        assert!(e
+            .runs
+            .iter()
+            .all(|r| r.status == RunStatus::Ok && !r.warmup));
+        assert_eq!(e.runs[0].metrics[0].name, WALL_METRIC);
+        assert_eq!(e.info.seed, 42);
+    }
+
+    #[test]
+    fn a_stop_before_the_first_operation_changes_nothing_and_is_interrupted() {
+        let t = tempfile::tempdir().unwrap();
+        let sys_cpu = t.path().join("sys/devices/system/cpu");
+        fake_sys_cpu(&sys_cpu, 2);
+        let opts = LabOptions {
+            paths: Paths::new(t.path()),
+            cpus: vec![1],
+            cycles: 2,
+            loads: vec![0],
+            loader: LoaderKind::Spin,
+            loader_command: LoaderCommand::system_tool(LoaderKind::Spin),
+            configurations: vec![Mitigation::None],
+            seed: 1,
+            trace: false,
+            stop: Arc::new(AtomicBool::new(true)),
+        };
+        let mut store = Store::in_memory().unwrap();
+        let r = run_lab(&opts, &mut store, "pmlab hotplug", &mut NoProgress).unwrap();
+        assert!(r.interrupted);
+        assert!(r.ops.is_empty());
+        assert!(CpuFiles::new(&sys_cpu, 1).is_online().unwrap());
     }
 }

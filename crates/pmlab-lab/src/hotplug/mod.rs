@@ -58,6 +58,8 @@ pub enum HotplugError {
     Unexpected(String),
     #[error("interrupted; CPUs, knobs and cgroups were restored and loaders stopped")]
     Interrupted,
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// `hotplug/states` did not parse.
     #[error("{path}")]
     States {

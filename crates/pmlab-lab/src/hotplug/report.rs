@@ -679,6 +679,7 @@ mod tests {
 
     fn result(ops: Vec<OpRecord>, configs: Vec<Mitigation>) -> LabResult {
         LabResult {
+            experiment: 0,
             cpus: vec![1],
             cycles: 20,
             loads: vec![0],

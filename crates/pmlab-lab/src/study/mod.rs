@@ -249,9 +249,9 @@ fn run_hotplug_step(
         clock,
         stage: Stage::Hotplug,
     };
-    let result = hotplug::run_lab(&lab, &mut obs)?;
-    let id = hotplug::store::save_lab(&opts.db, &result, &opts.command, &paths.root)?;
-    Ok((id, result.interrupted))
+    let mut store = Store::open(&opts.db)?;
+    let result = hotplug::run_lab(&lab, &mut store, &opts.command, &mut obs)?;
+    Ok((result.experiment, result.interrupted))
 }
 
 /// The polling-predicted stage: replay the wakeup stage's traced run; Err: why not.
