@@ -314,13 +314,22 @@ fn batch_of(
     )
 }
 
+/// Why an event's table could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("no column {column:?} in this event (its columns: {columns})")]
+    NoColumn { column: String, columns: String },
+    #[error("building the Arrow table")]
+    Arrow(#[from] ArrowError),
+}
+
 /// The table of event `id` at `rows`: common columns, then the format's fields, `columns` picked.
 pub fn event_table(
     trace: &pmlab_trace::Trace,
     id: u16,
     columns: Option<&[String]>,
     rows: &[u32],
-) -> Result<crate::arrow::Table, String> {
+) -> Result<crate::arrow::Table, TableError> {
     let fields = trace.payload_fields(id);
     let names = column_names(&fields);
     let picked: Vec<usize> = match columns {
@@ -328,12 +337,13 @@ pub fn event_table(
         Some(cols) => cols
             .iter()
             .map(|c| {
-                names.iter().position(|n| n == c).ok_or_else(|| {
-                    format!(
-                        "no column {c:?} in this event (its columns: {})",
-                        names.join(", ")
-                    )
-                })
+                names
+                    .iter()
+                    .position(|n| n == c)
+                    .ok_or_else(|| TableError::NoColumn {
+                        column: c.clone(),
+                        columns: names.join(", "),
+                    })
             })
             .collect::<Result<_, _>>()?,
     };
@@ -363,8 +373,7 @@ pub fn event_table(
         .map(|&k| fields[k - 4])
         .collect();
     let values = trace.columns(&picked_fields, rows);
-    let batch = batch_of(trace, &names, &picked, (ts, cpu, pid), values, rows.len())
-        .map_err(|e| e.to_string())?;
+    let batch = batch_of(trace, &names, &picked, (ts, cpu, pid), values, rows.len())?;
     Ok(Table::new(batch))
 }
 
@@ -374,7 +383,7 @@ pub fn event_table(
 pub fn event_tables(
     trace: &pmlab_trace::Trace,
     wanted: &[(String, u16)],
-) -> Result<Vec<(String, Table)>, String> {
+) -> Result<Vec<(String, Table)>, TableError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n = trace.events.len();
     let parts = threads.clamp(1, n.div_ceil(100_000).max(1));
@@ -409,7 +418,7 @@ pub fn event_tables(
     let mut by_event: Vec<Vec<RecordBatch>> = vec![Vec::new(); wanted.len()];
     for part in chunks {
         for (k, b) in part.into_iter().enumerate() {
-            by_event[k].push(b.map_err(|e| e.to_string())?);
+            by_event[k].push(b?);
         }
     }
     Ok(wanted

@@ -238,8 +238,13 @@ impl Trace {
         let path = self.path.clone();
         py.detach(move || {
             let rows = full.rows(id, &win);
-            arrow::event_table(&full, id, columns.as_deref(), &rows)
-                .map_err(|m| PmlabError::new_err(format!("{}: {m}", path.display())))
+            arrow::event_table(&full, id, columns.as_deref(), &rows).map_err(|e| {
+                PmlabError::new_err(format!(
+                    "{}: {}",
+                    path.display(),
+                    pmlab_kernel::error_chain(&e)
+                ))
+            })
         })
     }
 
@@ -331,8 +336,13 @@ impl Trace {
         };
         let path = self.path.clone();
         py.detach(move || {
-            arrow::event_tables(&full, &wanted)
-                .map_err(|m| PmlabError::new_err(format!("{}: {m}", path.display())))
+            arrow::event_tables(&full, &wanted).map_err(|e| {
+                PmlabError::new_err(format!(
+                    "{}: {}",
+                    path.display(),
+                    pmlab_kernel::error_chain(&e)
+                ))
+            })
         })
     }
 }

@@ -2,7 +2,7 @@
 //! the group is SIGKILLed on drop and on cancellation, and each child has PR_SET_PDEATHSIG.
 //! fork, `_exit` and signal dispositions stay libc calls: rustix has no stable API for them.
 
-use crate::cancel;
+use crate::{cancel, ProcessEnd, WorkerError};
 use rustix::process::{Pid, WaitOptions, WaitStatus};
 use std::io;
 
@@ -69,16 +69,19 @@ impl ChildGroup {
     }
 
     /// Wait for every child; an exit status other than 0 or a signal is an error.
-    pub(crate) fn wait_all(&mut self) -> Result<(), String> {
+    pub(crate) fn wait_all(&mut self) -> Result<(), WorkerError> {
         let mut first_error = None;
         for i in 0..self.pids.len() {
             if self.reaped[i] {
                 continue;
             }
-            let status = wait_pid(self.pids[i]).map_err(|e| format!("waitpid: {e}"))?;
+            let status = wait_pid(self.pids[i]).map_err(WorkerError::Wait)?;
             self.reaped[i] = true;
-            if let Some(msg) = describe_failure(status) {
-                first_error.get_or_insert(format!("worker process {}: {msg}", self.pids[i]));
+            if let Some(end) = ProcessEnd::of(status) {
+                first_error.get_or_insert(WorkerError::Process {
+                    pid: self.pids[i],
+                    end,
+                });
                 // One failed: stop the others rather than wait for peers that will never come.
                 self.kill();
             }
@@ -123,12 +126,15 @@ pub(crate) fn wait_pid(pid: i32) -> io::Result<WaitStatus> {
 }
 
 /// `None` for exit status 0, else a description ("exited with status 3", "killed by signal 9").
-pub(crate) fn describe_failure(status: WaitStatus) -> Option<String> {
-    match (status.exit_status(), status.terminating_signal()) {
-        (Some(0), _) => None,
-        (Some(c), _) => Some(format!("exited with status {c}")),
-        (None, Some(sig)) => Some(format!("killed by signal {sig}")),
-        (None, None) => Some(format!("ended with wait status {:#x}", status.as_raw())),
+impl ProcessEnd {
+    /// None for an exit with status 0.
+    pub(crate) fn of(status: WaitStatus) -> Option<ProcessEnd> {
+        match (status.exit_status(), status.terminating_signal()) {
+            (Some(0), _) => None,
+            (Some(c), _) => Some(ProcessEnd::Exit(c)),
+            (None, Some(sig)) => Some(ProcessEnd::Signal(sig)),
+            (None, None) => Some(ProcessEnd::Status(status.as_raw())),
+        }
     }
 }
 
@@ -183,7 +189,17 @@ mod tests {
             .unwrap();
         }
         let e = g.wait_all().unwrap_err();
-        assert!(e.contains("exited with status 3"), "{e}");
+        assert!(
+            matches!(
+                e,
+                WorkerError::Process {
+                    end: ProcessEnd::Exit(3),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("exited with status 3"), "{e}");
     }
 
     #[test]

@@ -95,8 +95,14 @@ pub enum WorkloadError {
         #[source]
         source: std::io::Error,
     },
-    #[error("worker failed: {0}")]
-    Worker(String),
+    /// A worker of a built-in workload (a thread or a forked process), on `cpu` when known.
+    #[error("worker failed: {workload}{}", cpu.map(|c| format!(": CPU {c}")).unwrap_or_default())]
+    Worker {
+        workload: &'static str,
+        cpu: Option<u32>,
+        #[source]
+        source: WorkerError,
+    },
     #[error("cannot run `{program}`")]
     Spawn {
         program: String,
@@ -127,7 +133,62 @@ pub enum WorkloadError {
     Cancelled,
 }
 
+/// Why a worker of a built-in workload failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("pinning to CPU {cpu}")]
+    Pin {
+        cpu: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("SCHED_FIFO priority {prio}")]
+    Fifo {
+        prio: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("clock_nanosleep")]
+    Sleep(#[source] std::io::Error),
+    #[error("waitpid")]
+    Wait(#[source] std::io::Error),
+    #[error("interrupted")]
+    Interrupted,
+    /// The ping-pong peer's pipe: closed, or a write to it failed.
+    #[error("{0}")]
+    Peer(&'static str),
+    #[error("worker process {pid}: {end}")]
+    Process { pid: i32, end: ProcessEnd },
+    #[error("thread panicked")]
+    Panicked,
+    #[error("a worker died before it was ready")]
+    DiedBeforeReady,
+    #[error("a worker thread failed")]
+    ThreadFailed,
+    /// Several workers failed to set up (each with its cause chain).
+    #[error("{}", .0.iter().map(|e| pmlab_kernel::error_chain(e)).collect::<Vec<_>>().join("; "))]
+    Setup(Vec<WorkerError>),
+}
+
+/// How a worker process ended when it did not exit with 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProcessEnd {
+    #[error("exited with status {0}")]
+    Exit(i32),
+    #[error("killed by signal {0}")]
+    Signal(i32),
+    #[error("ended with wait status {0:#x}")]
+    Status(i32),
+}
+
 impl WorkloadError {
+    pub(crate) fn worker(workload: &'static str, cpu: Option<u32>, source: WorkerError) -> Self {
+        WorkloadError::Worker {
+            workload,
+            cpu,
+            source,
+        }
+    }
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         WorkloadError::Io {
             what: what.into(),

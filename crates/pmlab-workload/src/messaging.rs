@@ -4,7 +4,7 @@
 //! from the "go" byte to the last worker reaped.
 
 use crate::children::{raw, ChildGroup};
-use crate::{cancel, Probe, WorkloadError, WorkloadResult};
+use crate::{cancel, Probe, WorkerError, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,8 +123,10 @@ fn wait_ready(ready_in: &OwnedFd, total: usize) -> Result<(), WorkloadError> {
         if cancel::is_requested() {
             return Err(WorkloadError::Cancelled);
         }
-        return Err(WorkloadError::Worker(
-            "messaging: a worker died before it was ready".into(),
+        return Err(WorkloadError::worker(
+            "messaging",
+            None,
+            WorkerError::DiedBeforeReady,
         ));
     }
     Ok(())
@@ -193,7 +195,7 @@ fn run_processes(
     if cancel::is_requested() {
         return Err(WorkloadError::Cancelled);
     }
-    reaped.map_err(|e| WorkloadError::Worker(format!("messaging: {e}")))?;
+    reaped.map_err(|e| WorkloadError::worker("messaging", None, e))?;
     probe.after().map_err(WorkloadError::Probe)?;
     drop((wake_in, wake_out));
     Ok(wall)
@@ -298,8 +300,10 @@ fn run_threads(
         return Err(WorkloadError::Cancelled);
     }
     if !ok {
-        return Err(WorkloadError::Worker(
-            "messaging: a worker thread failed".into(),
+        return Err(WorkloadError::worker(
+            "messaging",
+            None,
+            WorkerError::ThreadFailed,
         ));
     }
     probe.after().map_err(WorkloadError::Probe)?;

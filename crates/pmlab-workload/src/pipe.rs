@@ -7,7 +7,7 @@
 
 use crate::children::{raw, ChildGroup};
 use crate::cpus::{pin_to, AffinityGuard};
-use crate::{cancel, Probe, WorkloadError, WorkloadResult};
+use crate::{cancel, Probe, WorkerError, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -95,11 +95,11 @@ fn side_loop(
     write_fd: BorrowedFd<'_>,
     check_cancel: bool,
     notes: &[AtomicU32],
-) -> Result<(), &'static str> {
+) -> Result<(), WorkerError> {
     let mut m = [0u8; 4];
     for i in 0..loops {
         if check_cancel && cancel::is_requested() {
-            return Err("interrupted");
+            return Err(WorkerError::Interrupted);
         }
         if i % SAMPLE_EVERY == 0 {
             if let Some(n) = notes.get((i / SAMPLE_EVERY) as usize) {
@@ -109,17 +109,17 @@ fn side_loop(
         }
         if initiator {
             if !raw::write_full(write_fd, &m) {
-                return Err("write to the peer's pipe failed");
+                return Err(WorkerError::Peer("write to the peer's pipe failed"));
             }
             if !raw::read_full(read_fd, &mut m) {
-                return Err("peer closed its pipe");
+                return Err(WorkerError::Peer("peer closed its pipe"));
             }
         } else {
             if !raw::read_full(read_fd, &mut m) {
-                return Err("peer closed its pipe");
+                return Err(WorkerError::Peer("peer closed its pipe"));
             }
             if !raw::write_full(write_fd, &m) {
-                return Err("write to the peer's pipe failed");
+                return Err(WorkerError::Peer("write to the peer's pipe failed"));
             }
         }
     }
@@ -145,37 +145,35 @@ pub(crate) fn run(
         let at = placement.clone();
         let responder = std::thread::Builder::new()
             .name("pmlab-pipe-b".into())
-            .spawn(move || -> Result<(), String> {
-                if let Some(c) = cpu_responder {
-                    pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
+            .spawn(move || -> Result<(), WorkerError> {
+                if let Some(cpu) = cpu_responder {
+                    pin_to(cpu).map_err(|source| WorkerError::Pin { cpu, source })?;
                 }
                 let r = side_loop(loops, false, r1.as_fd(), w2.as_fd(), true, at.side(false));
                 drop((r1, w2));
-                r.map_err(String::from)
+                r
             })
             .map_err(|e| WorkloadError::io("spawning a pipe thread", e))?;
         let at = placement.clone();
         let initiator = std::thread::Builder::new()
             .name("pmlab-pipe-a".into())
-            .spawn(move || -> Result<(), String> {
-                if let Some(c) = cpu_initiator {
-                    pin_to(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
+            .spawn(move || -> Result<(), WorkerError> {
+                if let Some(cpu) = cpu_initiator {
+                    pin_to(cpu).map_err(|source| WorkerError::Pin { cpu, source })?;
                 }
                 let r = side_loop(loops, true, r2.as_fd(), w1.as_fd(), true, at.side(true));
                 drop((r2, w1));
-                r.map_err(String::from)
+                r
             })
             .map_err(|e| WorkloadError::io("spawning a pipe thread", e))?;
-        let a = initiator
-            .join()
-            .map_err(|_| WorkloadError::Worker("pipe thread panicked".into()))?;
-        let b = responder
-            .join()
-            .map_err(|_| WorkloadError::Worker("pipe thread panicked".into()))?;
+        let panicked = |_| WorkloadError::worker("pipe", None, WorkerError::Panicked);
+        let a = initiator.join().map_err(panicked)?;
+        let b = responder.join().map_err(panicked)?;
         if cancel::is_requested() {
             return Err(WorkloadError::Cancelled);
         }
-        a.and(b).map_err(WorkloadError::Worker)?;
+        a.and(b)
+            .map_err(|e| WorkloadError::worker("pipe", None, e))?;
     } else {
         let mut group = ChildGroup::new();
         let (rr, rw, ir, iw) = (r1.as_fd(), w2.as_fd(), r2.as_raw_fd(), w1.as_raw_fd());
@@ -219,8 +217,8 @@ pub(crate) fn run(
             return Err(WorkloadError::Cancelled);
         }
         let reaped = group.wait_all();
-        result.map_err(|e| WorkloadError::Worker(format!("pipe: {e}")))?;
-        reaped.map_err(WorkloadError::Worker)?;
+        result.map_err(|e| WorkloadError::worker("pipe", None, e))?;
+        reaped.map_err(|e| WorkloadError::worker("pipe", None, e))?;
     }
     let wall = t0.elapsed();
     probe.after().map_err(WorkloadError::Probe)?;

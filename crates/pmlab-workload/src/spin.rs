@@ -3,7 +3,7 @@
 
 use crate::cpus::pin_to;
 use crate::gate::Gate;
-use crate::{cancel, Probe, WorkloadError, WorkloadResult};
+use crate::{cancel, Probe, WorkerError, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,13 +48,13 @@ pub(crate) fn run(
         let gate = gate.clone();
         let h = std::thread::Builder::new()
             .name(format!("pmlab-spin{cpu}"))
-            .spawn(move || -> Result<f64, String> {
-                let pinned = pin_to(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"));
+            .spawn(move || -> Result<f64, WorkerError> {
+                let pinned = pin_to(cpu).map_err(|source| WorkerError::Pin { cpu, source });
                 if !gate.check_in_and_wait(pinned) {
                     return Ok(0.0);
                 }
                 let t0 = Instant::now();
-                spin_work(work).map_err(|()| "interrupted".to_string())?;
+                spin_work(work).map_err(|()| WorkerError::Interrupted)?;
                 Ok(t0.elapsed().as_secs_f64() * 1e3)
             });
         match h {

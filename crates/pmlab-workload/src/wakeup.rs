@@ -6,7 +6,7 @@
 use crate::cpus::pin_to;
 use crate::gate::Gate;
 use crate::spec::DEFAULT_WAKEUP_DURATION;
-use crate::{cancel, Histogram, Probe, WorkloadError, WorkloadResult};
+use crate::{cancel, Histogram, Probe, WorkerError, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::io::Write;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ fn now_ns() -> u64 {
     pmlab_kernel::units::monotonic_ns()
 }
 
-fn sleep_until(ns: u64) -> Result<(), String> {
+fn sleep_until(ns: u64) -> Result<(), WorkerError> {
     use rustix::thread::{clock_nanosleep_absolute, ClockId};
     let ts = rustix::time::Timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
@@ -41,20 +41,20 @@ fn sleep_until(ns: u64) -> Result<(), String> {
             Ok(()) => return Ok(()),
             Err(rustix::io::Errno::INTR) => {
                 if cancel::is_requested() {
-                    return Err("interrupted".into());
+                    return Err(WorkerError::Interrupted);
                 }
             }
-            Err(e) => return Err(format!("clock_nanosleep: {}", std::io::Error::from(e))),
+            Err(e) => return Err(WorkerError::Sleep(e.into())),
         }
     }
 }
 
 /// The measuring loop of one thread: latencies in ns (saturated at u32::MAX).
-fn measure(loops: u64, interval: u64, samples: &mut Vec<u32>) -> Result<(), String> {
+fn measure(loops: u64, interval: u64, samples: &mut Vec<u32>) -> Result<(), WorkerError> {
     let mut next = now_ns() + interval;
     for _ in 0..loops {
         if cancel::is_requested() {
-            return Err("interrupted".into());
+            return Err(WorkerError::Interrupted);
         }
         sleep_until(next)?;
         let now = now_ns();
@@ -67,15 +67,15 @@ fn measure(loops: u64, interval: u64, samples: &mut Vec<u32>) -> Result<(), Stri
     Ok(())
 }
 
-fn set_fifo(prio: u32) -> Result<(), String> {
+fn set_fifo(prio: u32) -> Result<(), WorkerError> {
     let param = libc::sched_param {
         sched_priority: prio as i32,
     };
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(format!(
-            "SCHED_FIFO priority {prio}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(WorkerError::Fifo {
+            prio,
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -129,10 +129,10 @@ pub(crate) fn run(opts: &Options, probe: &mut dyn Probe) -> Result<WorkloadResul
         let rt_prio = opts.rt_prio;
         let h = std::thread::Builder::new()
             .name(format!("pmlab-wake{cpu}"))
-            .spawn(move || -> Result<Vec<u32>, String> {
+            .spawn(move || -> Result<Vec<u32>, WorkerError> {
                 let mut samples = Vec::with_capacity(capacity);
                 let prepared = pin_to(cpu)
-                    .map_err(|e| format!("pinning to CPU {cpu}: {e}"))
+                    .map_err(|source| WorkerError::Pin { cpu, source })
                     .and_then(|()| match rt_prio {
                         Some(p) => set_fifo(p),
                         None => Ok(()),

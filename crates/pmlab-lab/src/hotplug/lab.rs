@@ -660,12 +660,17 @@ mod tests {
         assert_eq!(e.info.seed, 42);
     }
 
-    #[test]
-    fn a_stop_before_the_first_operation_changes_nothing_and_is_interrupted() {
+    /// A fake tree with `ncpus` CPUs (cpu0 without `online`) and its sysfs CPU directory.
+    fn fake_tree(ncpus: u32) -> (tempfile::TempDir, std::path::PathBuf) {
         let t = tempfile::tempdir().unwrap();
         let sys_cpu = t.path().join("sys/devices/system/cpu");
-        fake_sys_cpu(&sys_cpu, 2);
-        let opts = LabOptions {
+        fake_sys_cpu(&sys_cpu, ncpus);
+        (t, sys_cpu)
+    }
+
+    /// Two cycles of cpu1 at load 0, baseline only, untraced.
+    fn one_cpu(t: &tempfile::TempDir) -> LabOptions {
+        LabOptions {
             paths: Paths::new(t.path()),
             cpus: vec![1],
             cycles: 2,
@@ -675,12 +680,47 @@ mod tests {
             configurations: vec![Mitigation::None],
             seed: 1,
             trace: false,
-            stop: Arc::new(AtomicBool::new(true)),
-        };
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    #[test]
+    fn a_stop_before_the_first_operation_changes_nothing_and_is_interrupted() {
+        let (t, sys_cpu) = fake_tree(2);
+        let mut opts = one_cpu(&t);
+        opts.stop = Arc::new(AtomicBool::new(true));
         let mut store = Store::in_memory().unwrap();
         let r = run_lab(&opts, &mut store, "pmlab hotplug", &mut NoProgress).unwrap();
         assert!(r.interrupted);
         assert!(r.ops.is_empty());
         assert!(CpuFiles::new(&sys_cpu, 1).is_online().unwrap());
+    }
+
+    /// A loader that cannot start ends the session with its typed error: the run that
+    /// needed it is stored as failed and is the last one, and the machine is as found.
+    #[test]
+    fn a_machine_refusal_ends_the_session_with_its_error_and_restores() {
+        let (t, sys_cpu) = fake_tree(2);
+        let mut opts = one_cpu(&t);
+        opts.loads = vec![0, 1];
+        opts.loader_command = LoaderCommand {
+            program: t.path().join("no-such-loader"),
+            args: Vec::new(),
+        };
+        let mut store = Store::in_memory().unwrap();
+        let e = run_lab(&opts, &mut store, "pmlab hotplug", &mut NoProgress).unwrap_err();
+        assert!(matches!(e, HotplugError::Loader { .. }), "{e:?}");
+        assert!(e.to_string().contains("cannot start loader"), "{e}");
+        assert!(CpuFiles::new(&sys_cpu, 1).is_online().unwrap());
+        let id = store.latest_id().unwrap().unwrap();
+        let x = store.load(id).unwrap();
+        let failed: Vec<_> = x
+            .runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Failed)
+            .collect();
+        assert_eq!(failed.len(), 1, "the run that needed the loader");
+        assert_eq!(x.runs.last().unwrap().status, RunStatus::Failed);
+        assert!(x.runs.len() <= 3, "nothing runs after the refusal");
     }
 }
