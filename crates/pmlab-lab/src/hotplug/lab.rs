@@ -288,7 +288,7 @@ impl CycleExecutor<'_> {
 
     /// A refusal ends the session: kept typed, the run fails as fatal.
     fn fail(&mut self, e: HotplugError) -> RunError {
-        let message = ExecError::Invalid(e.to_string());
+        let message = ExecError::Invalid(error_chain(&e));
         self.fatal = Some(e);
         RunError::Fatal(message)
     }
