@@ -41,8 +41,12 @@ pub enum SpecError {
     },
     #[error("{path}: {message}")]
     SpecFile { path: PathBuf, message: String },
-    #[error("bad workload groups: {0}")]
-    Groups(String),
+    #[error("bad workload groups: there is no workload {0}")]
+    GroupOfNoWorkload(usize),
+    #[error(
+        "bad workload groups: workload `{workload}` is in {groups} groups (each must be in one)"
+    )]
+    WorkloadGroups { workload: String, groups: usize },
 }
 
 /// One configuration: the machine as found plus these knob assignments (`NAME[@CPUS]=VALUE`).
@@ -219,14 +223,14 @@ impl Experiment {
         for &w in groups.iter().flatten() {
             match seen.get_mut(w) {
                 Some(n) => *n += 1,
-                None => return Err(SpecError::Groups(format!("no workload {w}"))),
+                None => return Err(SpecError::GroupOfNoWorkload(w)),
             }
         }
         if let Some(w) = seen.iter().position(|&n| n != 1) {
-            return Err(SpecError::Groups(format!(
-                "workload `{}` is in {} groups (each must be in one)",
-                self.workloads[w].label, seen[w]
-            )));
+            return Err(SpecError::WorkloadGroups {
+                workload: self.workloads[w].label.clone(),
+                groups: seen[w],
+            });
         }
         self.groups = groups;
         Ok(self)

@@ -494,25 +494,26 @@ impl Store {
         Ok(store)
     }
 
-    /// Add side metrics to the measured run at (`round`, `position`) of an experiment, after
-    /// their source (a trace read at the end of a session) is known.
+    /// Add side metrics to measured runs of an experiment, each given by its (round,
+    /// position), after their source (a trace read at the end of a session) is known; one
+    /// transaction for all.
     pub fn add_side_metrics(
         &mut self,
         experiment: i64,
-        round: usize,
-        position: usize,
-        metrics: &[Metric],
+        runs: &[((usize, usize), Vec<Metric>)],
     ) -> Result<(), StoreError> {
         let (tx, sql) = self.immediate()?;
-        let (run_id, next): (i64, i64) = tx
-            .query_row(
-                "SELECT r.id, COALESCE((SELECT MAX(position) + 1 FROM metrics WHERE run_id = r.id), 0)
-                 FROM runs r WHERE r.experiment_id = ?1 AND r.round = ?2 AND r.position = ?3 AND NOT r.warmup",
-                params![experiment, round as i64, position as i64],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .map_err(&sql)?;
-        insert_metrics(&tx, run_id, next, metrics.iter().map(|m| (m, true))).map_err(&sql)?;
+        for ((round, position), metrics) in runs {
+            let (run_id, next): (i64, i64) = tx
+                .query_row(
+                    "SELECT r.id, COALESCE((SELECT MAX(position) + 1 FROM metrics WHERE run_id = r.id), 0)
+                     FROM runs r WHERE r.experiment_id = ?1 AND r.round = ?2 AND r.position = ?3 AND NOT r.warmup",
+                    params![experiment, *round as i64, *position as i64],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .map_err(&sql)?;
+            insert_metrics(&tx, run_id, next, metrics.iter().map(|m| (m, true))).map_err(&sql)?;
+        }
         tx.commit().map_err(&sql)?;
         Ok(())
     }
@@ -630,17 +631,9 @@ impl Store {
         command: &str,
         system: &SystemSnapshot,
     ) -> Result<ExperimentIds, StoreError> {
-        let path = self.path.clone();
-        let sql = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
         let spec_json = serde_json::to_string(experiment).expect("experiment serialises");
         let pid = std::process::id();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&sql)?;
+        let (tx, sql) = self.immediate()?;
         tx.execute(
             "INSERT INTO experiments(kind, name, command, created_ns, status, seed, target_ci, max_runs, max_time_s,
                                      reference, spec_json, owner_pid, owner_start, uid)

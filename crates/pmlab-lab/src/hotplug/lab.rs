@@ -373,10 +373,8 @@ impl Executor for CycleExecutor<'_> {
     }
 
     fn restore(&mut self) -> Result<(), ExecError> {
+        // rcu_expedited is put back by the guard's transaction with the CPUs.
         self.stop_loaders();
-        if !self.stopped() {
-            self.guard.set_rcu_expedited(false)?;
-        }
         if let Some(b) = self.boost.as_mut() {
             b.remove()?;
         }
@@ -411,10 +409,7 @@ fn experiment_of(opts: &LabOptions) -> (Experiment, Vec<(u32, usize, Direction)>
                 .to_vec();
                 group.push(workloads.len());
                 units.push((load, k, dir));
-                workloads.push(WorkloadDef {
-                    label: argv.join(" "),
-                    argv,
-                });
+                workloads.push(WorkloadDef::new(argv).expect("a hotplug workload has words"));
             }
         }
         groups.push(group);
@@ -547,11 +542,12 @@ pub fn run_lab(
                 "{missing} operations have no cpuhp events in the trace"
             ));
         }
-        for (op, &(round, position)) in ops.iter().zip(&exec.places) {
-            if let Some(t) = &op.trace {
-                store.add_side_metrics(outcome.experiment_id, round, position, &step_metrics(t))?;
-            }
-        }
+        let steps: Vec<_> = ops
+            .iter()
+            .zip(&exec.places)
+            .filter_map(|(op, &place)| Some((place, step_metrics(op.trace.as_ref()?))))
+            .collect();
+        store.add_side_metrics(outcome.experiment_id, &steps)?;
     }
     exec.progress.finish();
     Ok(LabResult {
@@ -596,9 +592,7 @@ mod tests {
     /// interleaves the configurations, each step a whole cycle, and stores every operation.
     #[test]
     fn a_session_goes_through_the_protocol_into_the_store() {
-        let t = tempfile::tempdir().unwrap();
-        let sys_cpu = t.path().join("sys/devices/system/cpu");
-        fake_sys_cpu(&sys_cpu, 3);
+        let (t, sys_cpu) = fake_tree(3);
         std::fs::create_dir_all(t.path().join("sys/kernel")).unwrap();
         std::fs::write(t.path().join("sys/kernel/rcu_expedited"), "0\n").unwrap();
         let opts = LabOptions {
@@ -682,6 +676,16 @@ mod tests {
             trace: false,
             stop: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Without `rcu_expedited` (and no mitigation that needs it) a session runs and restores.
+    #[test]
+    fn a_kernel_without_rcu_expedited_runs_a_plain_session() {
+        let (t, sys_cpu) = fake_tree(2);
+        let mut store = Store::in_memory().unwrap();
+        let r = run_lab(&one_cpu(&t), &mut store, "pmlab hotplug", &mut NoProgress).unwrap();
+        assert_eq!(r.ops.len(), 4);
+        assert!(CpuFiles::new(&sys_cpu, 1).is_online().unwrap());
     }
 
     #[test]
