@@ -31,6 +31,15 @@ fn py_err(e: &(dyn std::error::Error + 'static)) -> PyErr {
     PmlabError::new_err(pmlab_kernel::error_chain(e))
 }
 
+/// [`py_err`] for an error about the file at `path`.
+fn path_err(path: &Path, e: &(dyn std::error::Error + 'static)) -> PyErr {
+    PmlabError::new_err(format!(
+        "{}: {}",
+        path.display(),
+        pmlab_kernel::error_chain(e)
+    ))
+}
+
 /// Trace errors: file-system ones as the matching `OSError`, the others as [`PmlabError`].
 fn trace_err(e: TraceError) -> PyErr {
     if let TraceError::Io { err, .. } = &e {
@@ -238,13 +247,8 @@ impl Trace {
         let path = self.path.clone();
         py.detach(move || {
             let rows = full.rows(id, &win);
-            arrow::event_table(&full, id, columns.as_deref(), &rows).map_err(|e| {
-                PmlabError::new_err(format!(
-                    "{}: {}",
-                    path.display(),
-                    pmlab_kernel::error_chain(&e)
-                ))
-            })
+            arrow::event_table(&full, id, columns.as_deref(), &rows)
+                .map_err(|e| path_err(&path, &e))
         })
     }
 
@@ -335,15 +339,7 @@ impl Trace {
                 .collect::<PyResult<_>>()?,
         };
         let path = self.path.clone();
-        py.detach(move || {
-            arrow::event_tables(&full, &wanted).map_err(|e| {
-                PmlabError::new_err(format!(
-                    "{}: {}",
-                    path.display(),
-                    pmlab_kernel::error_chain(&e)
-                ))
-            })
-        })
+        py.detach(move || arrow::event_tables(&full, &wanted).map_err(|e| path_err(&path, &e)))
     }
 }
 

@@ -154,9 +154,10 @@ pub enum WorkerError {
     Wait(#[source] std::io::Error),
     #[error("interrupted")]
     Interrupted,
-    /// The ping-pong peer's pipe: closed, or a write to it failed.
-    #[error("{0}")]
-    Peer(&'static str),
+    #[error("peer closed its pipe")]
+    PeerClosed,
+    #[error("write to the peer's pipe failed")]
+    PeerWrite,
     #[error("worker process {pid}: {end}")]
     Process { pid: i32, end: ProcessEnd },
     #[error("thread panicked")]

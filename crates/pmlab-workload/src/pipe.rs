@@ -109,17 +109,17 @@ fn side_loop(
         }
         if initiator {
             if !raw::write_full(write_fd, &m) {
-                return Err(WorkerError::Peer("write to the peer's pipe failed"));
+                return Err(WorkerError::PeerWrite);
             }
             if !raw::read_full(read_fd, &mut m) {
-                return Err(WorkerError::Peer("peer closed its pipe"));
+                return Err(WorkerError::PeerClosed);
             }
         } else {
             if !raw::read_full(read_fd, &mut m) {
-                return Err(WorkerError::Peer("peer closed its pipe"));
+                return Err(WorkerError::PeerClosed);
             }
             if !raw::write_full(write_fd, &m) {
-                return Err(WorkerError::Peer("write to the peer's pipe failed"));
+                return Err(WorkerError::PeerWrite);
             }
         }
     }
