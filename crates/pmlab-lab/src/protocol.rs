@@ -128,6 +128,11 @@ pub struct Progress {
 /// Receives progress; the CLI draws a bar with it.
 pub trait Observer {
     fn progress(&mut self, progress: &Progress);
+    /// Whether [`Observer::progress`] is wanted at all: its CIs and ETA take t quantiles per
+    /// unit, work the protocol skips between runs when nobody reads it.
+    fn wants_progress(&self) -> bool {
+        true
+    }
     /// A run failed (the experiment goes on).
     fn run_failed(&mut self, _label: &str, _error: &str) {}
 }
@@ -136,6 +141,9 @@ pub trait Observer {
 pub struct Silent;
 impl Observer for Silent {
     fn progress(&mut self, _: &Progress) {}
+    fn wants_progress(&self) -> bool {
+        false
+    }
 }
 
 /// How an experiment ended.
@@ -411,9 +419,11 @@ fn measure(
                 side_metrics: output.side_metrics,
                 trace_path: output.trace_path,
             })?;
-            observer.progress(&progress(
-                experiment, budget, state, round, warmup, max_runs, started, min_rounds,
-            ));
+            if observer.wants_progress() {
+                observer.progress(&progress(
+                    experiment, budget, state, round, warmup, max_runs, started, min_rounds,
+                ));
+            }
             if let Some(e) = fatal {
                 return Ok(StopReason::Error(e));
             }
