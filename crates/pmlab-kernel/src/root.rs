@@ -18,6 +18,10 @@ impl Root {
     pub fn new(path: impl Into<PathBuf>) -> Root {
         Root { base: path.into() }
     }
+    /// Whether this is the machine's own "/" (not a fake tree).
+    pub fn is_system(&self) -> bool {
+        self.base == std::path::Path::new("/")
+    }
     /// Map an absolute path onto this root.
     pub fn path(&self, abs: &str) -> PathBuf {
         self.base.join(abs.trim_start_matches('/'))

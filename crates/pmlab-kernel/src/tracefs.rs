@@ -98,10 +98,6 @@ pub fn find_tracefs(root: &Root) -> Option<PathBuf> {
     p.join("instances").is_dir().then_some(p)
 }
 
-fn is_real_root(root: &Root) -> bool {
-    root.path("/") == Path::new("/")
-}
-
 /// The tracefs directory: found in /proc/mounts, or mounted at /sys/kernel/tracing
 /// when absent and running as root on the real filesystem.
 pub fn tracefs_dir(root: &Root) -> Result<PathBuf, TracefsError> {
@@ -109,7 +105,7 @@ pub fn tracefs_dir(root: &Root) -> Result<PathBuf, TracefsError> {
         return Ok(p);
     }
     let mounts = root.path("/proc/mounts");
-    if !is_real_root(root) {
+    if !root.is_system() {
         return Err(TracefsError::NotMounted {
             mounts,
             why: "not the real root filesystem".into(),

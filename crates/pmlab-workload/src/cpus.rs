@@ -25,23 +25,51 @@ pub(crate) fn set_affinity(set: &CpuSet) -> io::Result<()> {
 
 /// Pin the calling thread to one CPU. Async-signal-safe (usable after fork).
 pub(crate) fn pin_to(cpu: u32) -> io::Result<()> {
-    let mut set = CpuSet::new();
-    set.set(cpu as usize);
-    set_affinity(&set)
+    Affinity::of(&[cpu]).apply()
+}
+
+/// A thread affinity mask.
+#[derive(Clone, Copy)]
+pub struct Affinity(CpuSet);
+
+impl Affinity {
+    /// The calling thread's mask.
+    pub fn current() -> io::Result<Affinity> {
+        Ok(Affinity(get_affinity()?))
+    }
+
+    /// The mask of exactly `cpus`.
+    pub fn of(cpus: &[u32]) -> Affinity {
+        let mut set = CpuSet::new();
+        for &c in cpus {
+            set.set(c as usize);
+        }
+        Affinity(set)
+    }
+
+    /// Give the calling thread this mask. Async-signal-safe (usable between fork and exec).
+    pub fn apply(&self) -> io::Result<()> {
+        set_affinity(&self.0)
+    }
 }
 
 /// Restores the calling thread's affinity when dropped.
-pub(crate) struct AffinityGuard(CpuSet);
+pub struct AffinityGuard(Affinity);
 
 impl AffinityGuard {
-    pub(crate) fn save() -> io::Result<Self> {
-        Ok(AffinityGuard(get_affinity()?))
+    pub fn save() -> io::Result<Self> {
+        Ok(AffinityGuard(Affinity::current()?))
+    }
+
+    /// The mask restored on drop.
+    pub fn saved(&self) -> Affinity {
+        self.0
     }
 }
 
 impl Drop for AffinityGuard {
     fn drop(&mut self) {
-        let _ = set_affinity(&self.0);
+        let _ = self.0.apply();
     }
 }
 
@@ -52,5 +80,16 @@ mod tests {
     #[test]
     fn this_process_has_cpus() {
         assert!(!allowed_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_guard_restores_the_mask_it_saved() {
+        let all = allowed_cpus().unwrap();
+        {
+            let _g = AffinityGuard::save().unwrap();
+            Affinity::of(&all[..1]).apply().unwrap();
+            assert_eq!(allowed_cpus().unwrap(), all[..1]);
+        }
+        assert_eq!(allowed_cpus().unwrap(), all);
     }
 }

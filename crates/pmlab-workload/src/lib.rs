@@ -25,7 +25,7 @@ use pmlab_kernel::{Metric, Nanos};
 use serde::{Deserialize, Serialize};
 
 pub use cmd::invoking_user;
-pub use cpus::{allowed_cpus, parse_cpu_list};
+pub use cpus::{allowed_cpus, parse_cpu_list, Affinity, AffinityGuard};
 pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
 /// Why a probe failed: its own error, with its causes.

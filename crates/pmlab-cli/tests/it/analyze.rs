@@ -427,6 +427,26 @@ fn cpu0_shares(v: &Value) -> (u64, f64, f64) {
     (exits, remote, polling)
 }
 
+/// The share of CPU 0's cpuidle entries into the POLL state during recording `trace`, from
+/// the counters sidecar `pmlab record` writes beside it.
+fn poll_entry_share(trace: &Path) -> f64 {
+    let mut side = trace.as_os_str().to_owned();
+    side.push(".counters.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(side).unwrap()).unwrap();
+    let usage = |snap: &str, poll: bool| -> u64 {
+        v[snap]["idle"]["0"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| (s["name"] == "POLL") == poll)
+            .map(|s| s["usage"].as_u64().unwrap())
+            .sum()
+    };
+    let polls = usage("after", true) - usage("before", true);
+    let others = usage("after", false) - usage("before", false);
+    polls as f64 / (polls + others).max(1) as f64
+}
+
 /// Enough idle exits on CPU 0 to judge shares; a machine saturated by other work has none.
 const MIN_EXITS: u64 = 200;
 
@@ -508,20 +528,37 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
     );
     let notes = on["haltpoll"].to_string();
     if driver == "haltpoll" {
-        // Polling off, the analysis must find no polling wakeups; at 200 µs most of CPU0's
-        // wakeups need no IPI (the fixture recorded on another haltpoll guest: about 98%;
-        // here 96-99.8% once pmlab restarts the windows with the limit, and 1.5-49% when the
-        // limit was written behind the governor's back).
+        // What pmlab controls is checked against the kernel's own per-state counters (the
+        // sidecar `pmlab record` writes): with the limit at 0 CPU0 never enters POLL, at
+        // 200 µs it polls before (almost) every halt.
+        let off_poll = poll_entry_share(&dir.path().join("off.dat"));
+        let on_poll = poll_entry_share(&dir.path().join("on.dat"));
+        eprintln!(
+            "kernel POLL entries on CPU0: off {:.1}%, 200us {:.1}%",
+            off_poll * 100.0,
+            on_poll * 100.0
+        );
+        assert!(
+            off_poll < 0.05,
+            "limit 0, yet CPU0 entered POLL: {off_poll:.3}"
+        );
+        assert!(on_poll > 0.5, "limit 200 µs, CPU0 polled only {on_poll:.3}");
+        // Polling off, the analysis must find no polling wakeups.
         assert!(
             off_polling < 0.05,
             "polling off, yet {:.1}% of CPU0's wakeups needed no IPI",
             off_polling * 100.0
         );
+        // How many wakes land while the polling flag is up depends on the host's timing:
+        // standalone 72-99.8% (the fixture, from another haltpoll guest: about 98%), in the
+        // CI suite 36-41%. The analysis must find them, whatever their share.
         if n >= MIN_EXITS {
             assert!(
-                polling > 0.5,
-                "polling at 200 µs: only {:.1}% of CPU0's wakeups needed no IPI (off {:.1}%)",
+                polling > 0.2 && polling + remote > 0.9,
+                "polling at 200 µs: {:.1}% of CPU0's wakeups needed no IPI, {:.1}% were \
+                 remote IPIs (off {:.1}%)",
                 polling * 100.0,
+                remote * 100.0,
                 off_polling * 100.0
             );
         }

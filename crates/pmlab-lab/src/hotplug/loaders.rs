@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pmlab_workload::Affinity;
 use serde::Serialize;
 
 use super::{HotplugError, InputError};
@@ -100,11 +101,13 @@ impl Loaders {
         }
     }
 
-    /// Start `count` instances of `cmd`; if any fails to start, the others are stopped.
+    /// Start `count` instances of `cmd` with CPU mask `affinity` (the caller's when None);
+    /// if any fails to start, the others are stopped.
     pub fn start(
         kind: LoaderKind,
         cmd: &LoaderCommand,
         count: u32,
+        affinity: Option<Affinity>,
     ) -> Result<Loaders, HotplugError> {
         let mut loaders = Loaders::none(kind);
         for _ in 0..count {
@@ -114,13 +117,17 @@ impl Loaders {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .process_group(0);
-            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+            // SAFETY: prctl and sched_setaffinity are async-signal-safe; nothing else runs
+            // between fork and exec.
             unsafe {
-                c.pre_exec(|| {
+                c.pre_exec(move || {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    Ok(())
+                    match affinity {
+                        Some(a) => a.apply(),
+                        None => Ok(()),
+                    }
                 });
             }
             let child = c.spawn().map_err(|source| HotplugError::Loader {
@@ -249,7 +256,7 @@ mod tests {
 
     #[test]
     fn loaders_and_their_children_are_stopped_on_drop() {
-        let l = Loaders::start(LoaderKind::Spin, &sleeper(), 2).unwrap();
+        let l = Loaders::start(LoaderKind::Spin, &sleeper(), 2, None).unwrap();
         assert_eq!(l.count(), 2);
         let tasks = l.processes();
         assert!(tasks.len() >= 4, "two shells and their sleeps: {tasks:?}");
@@ -266,7 +273,7 @@ mod tests {
             program: "/bin/false".into(),
             args: vec![],
         };
-        let e = Loaders::start(LoaderKind::Wakeup, &cmd, 1).unwrap_err();
+        let e = Loaders::start(LoaderKind::Wakeup, &cmd, 1, None).unwrap_err();
         assert!(e.to_string().contains("exited at once"), "{e}");
     }
 
@@ -276,12 +283,37 @@ mod tests {
             program: "/nonexistent/loader".into(),
             args: vec![],
         };
-        assert!(Loaders::start(LoaderKind::Spin, &cmd, 1).is_err());
+        assert!(Loaders::start(LoaderKind::Spin, &cmd, 1, None).is_err());
+    }
+
+    #[test]
+    fn loaders_get_the_mask_they_are_given_not_the_starting_thread_s() {
+        let all = pmlab_workload::allowed_cpus().unwrap();
+        if all.len() < 2 {
+            eprintln!("skipped: one CPU allowed, no mask to tell apart");
+            return;
+        }
+        let allowed = |pid: u32| {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        let _g = pmlab_workload::AffinityGuard::save().unwrap();
+        Affinity::of(&all[..1]).apply().unwrap();
+        let wide =
+            Loaders::start(LoaderKind::Spin, &sleeper(), 1, Some(Affinity::of(&all))).unwrap();
+        let inherited = Loaders::start(LoaderKind::Spin, &sleeper(), 1, None).unwrap();
+        let list = pmlab_kernel::cpulist::format_cpu_list(&all);
+        assert_eq!(allowed(wide.children[0].id()), list);
+        assert_eq!(allowed(inherited.children[0].id()), all[0].to_string());
     }
 
     #[test]
     fn zero_load_starts_nothing() {
-        let mut l = Loaders::start(LoaderKind::Spin, &sleeper(), 0).unwrap();
+        let mut l = Loaders::start(LoaderKind::Spin, &sleeper(), 0, None).unwrap();
         assert_eq!(l.count(), 0);
         assert!(l.all_running());
     }

@@ -54,6 +54,9 @@ pub enum HotplugError {
         #[source]
         source: std::io::Error,
     },
+    /// Reading or setting the writer's CPU affinity.
+    #[error("CPU affinity of the hotplug writer")]
+    Affinity(#[source] std::io::Error),
     #[error("{0}")]
     Unexpected(String),
     #[error("interrupted; CPUs, knobs and cgroups were restored and loaders stopped")]
