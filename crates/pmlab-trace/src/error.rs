@@ -22,11 +22,60 @@ macro_rules! malformed {
 
 /// An error while parsing an event `format` file or `header_page`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("event format {event}: {msg}")]
+#[error("event format {event}: {problem}")]
 pub struct FormatError {
     /// `system/name` when known, else `?`.
     pub event: String,
-    pub msg: String,
+    /// Boxed: the errors that carry a `FormatError` stay small.
+    pub problem: Box<FormatProblem>,
+}
+
+/// What is wrong in a `format` file or `header_page`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatProblem {
+    #[error("expected `{key}:` in `{part}`")]
+    MissingKey { key: &'static str, part: String },
+    #[error("bad {key} `{value}`")]
+    BadNumber { key: &'static str, value: String },
+    #[error("no {0} field")]
+    NoHeaderField(&'static str),
+    #[error("timestamp size {0}, expected 8")]
+    TimestampSize(u32),
+    #[error("commit size {0}, expected 4 or 8")]
+    CommitSize(u32),
+    #[error("data offset {0} overlaps the commit field")]
+    DataOverlapsCommit(u32),
+    #[error("bad ID `{0}`")]
+    BadId(String),
+    #[error("ID {0} does not fit in 16 bits")]
+    IdTooLarge(u32),
+    #[error("field before `format:`")]
+    FieldBeforeFormat,
+    #[error("unexpected line `{0}`")]
+    UnexpectedLine(String),
+    #[error("no `{0}:` line")]
+    NoLine(&'static str),
+    #[error("no fields")]
+    NoFields,
+    #[error("field {field}: dynamic field of size {size}, expected 4")]
+    DynamicSize { field: String, size: u32 },
+    #[error(
+        "field {field}: unsupported type `{type_name}` of size {size} (integers and pointers \
+         are 1, 2, 4 or 8 bytes)"
+    )]
+    UnsupportedSize {
+        field: String,
+        type_name: String,
+        size: u32,
+    },
+    #[error("empty field declaration")]
+    EmptyDeclaration,
+    #[error("unclosed `[` in `{0}`")]
+    UnclosedBracket(String),
+    #[error("bad field name `{0}`")]
+    BadFieldName(String),
+    #[error("no type in `{0}`")]
+    NoType(String),
 }
 
 /// An error while opening or decoding a trace file.

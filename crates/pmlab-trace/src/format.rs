@@ -1,6 +1,6 @@
 //! Parsing of tracefs event `format` files and of `header_page` into typed field layouts.
 
-use crate::error::FormatError;
+use crate::error::{FormatError, FormatProblem as P};
 use crate::model::{EventFormat, Field, FieldKind};
 
 /// The ring-buffer page header layout, from `events/header_page`.
@@ -30,9 +30,9 @@ impl HeaderPage {
 
 /// Parse `events/header_page`.
 pub fn parse_header_page(text: &str) -> Result<HeaderPage, FormatError> {
-    let err = |msg: String| FormatError {
+    let err = |problem: P| FormatError {
         event: "header_page".into(),
-        msg,
+        problem: Box::new(problem),
     };
     let mut ts = None;
     let mut commit = None;
@@ -54,19 +54,18 @@ pub fn parse_header_page(text: &str) -> Result<HeaderPage, FormatError> {
             _ => {}
         }
     }
-    let (timestamp_offset, timestamp_size) = ts.ok_or_else(|| err("no timestamp field".into()))?;
-    let (commit_offset, commit_size) = commit.ok_or_else(|| err("no commit field".into()))?;
-    let data_offset = data.ok_or_else(|| err("no data field".into()))?;
+    let (timestamp_offset, timestamp_size) =
+        ts.ok_or_else(|| err(P::NoHeaderField("timestamp")))?;
+    let (commit_offset, commit_size) = commit.ok_or_else(|| err(P::NoHeaderField("commit")))?;
+    let data_offset = data.ok_or_else(|| err(P::NoHeaderField("data")))?;
     if timestamp_size != 8 {
-        return Err(err(format!("timestamp size {timestamp_size}, expected 8")));
+        return Err(err(P::TimestampSize(timestamp_size)));
     }
     if commit_size != 4 && commit_size != 8 {
-        return Err(err(format!("commit size {commit_size}, expected 4 or 8")));
+        return Err(err(P::CommitSize(commit_size)));
     }
     if data_offset < commit_offset + commit_size {
-        return Err(err(format!(
-            "data offset {data_offset} overlaps the commit field"
-        )));
+        return Err(err(P::DataOverlapsCommit(data_offset)));
     }
     Ok(HeaderPage {
         timestamp_offset,
@@ -100,9 +99,9 @@ pub fn parse_format_opts(
     let mut fields = Vec::new();
     let mut print_fmt = String::new();
     let mut in_format = false;
-    let err = |name: &Option<String>, msg: String| FormatError {
+    let err = |name: &Option<String>, problem: P| FormatError {
         event: name.clone().unwrap_or_else(|| "?".into()),
-        msg,
+        problem: Box::new(problem),
     };
     let mut lines = text.lines();
     while let Some(raw) = lines.next() {
@@ -111,16 +110,16 @@ pub fn parse_format_opts(
             name = Some(v.trim().to_string());
         } else if let Some(v) = line.strip_prefix("ID:") {
             let v = v.trim();
-            let n: u32 = v.parse().map_err(|_| err(&name, format!("bad ID `{v}`")))?;
+            let n: u32 = v.parse().map_err(|_| err(&name, P::BadId(v.to_string())))?;
             if n > u16::MAX as u32 {
-                return Err(err(&name, format!("ID {n} does not fit in 16 bits")));
+                return Err(err(&name, P::IdTooLarge(n)));
             }
             id = Some(n as u16);
         } else if line == "format:" {
             in_format = true;
         } else if let Some(rest) = line.strip_prefix("field:") {
             if !in_format {
-                return Err(err(&name, "field before `format:`".into()));
+                return Err(err(&name, P::FieldBeforeFormat));
             }
             let f = parse_field_line(rest, long_size, strict).map_err(|m| err(&name, m))?;
             fields.push(f);
@@ -133,13 +132,13 @@ pub fn parse_format_opts(
             }
             print_fmt = s.trim_end().to_string();
         } else if !line.is_empty() && !in_format {
-            return Err(err(&name, format!("unexpected line `{line}`")));
+            return Err(err(&name, P::UnexpectedLine(line.to_string())));
         }
     }
-    let name = name.ok_or_else(|| err(&None, "no `name:` line".into()))?;
-    let id = id.ok_or_else(|| err(&Some(name.clone()), "no `ID:` line".into()))?;
+    let name = name.ok_or_else(|| err(&None, P::NoLine("name")))?;
+    let id = id.ok_or_else(|| err(&Some(name.clone()), P::NoLine("ID")))?;
     if fields.is_empty() {
-        return Err(err(&Some(name), "no fields".into()));
+        return Err(err(&Some(name), P::NoFields));
     }
     Ok(EventFormat {
         id,
@@ -150,20 +149,24 @@ pub fn parse_format_opts(
     })
 }
 
-fn parse_num(part: &str, key: &str) -> Result<u32, String> {
+fn parse_num(part: &str, key: &'static str) -> Result<u32, P> {
     let v = part
         .trim()
         .strip_prefix(key)
         .and_then(|s| s.trim_start().strip_prefix(':'))
-        .ok_or_else(|| format!("expected `{key}:` in `{part}`"))?;
-    v.trim()
-        .parse::<u32>()
-        .map_err(|_| format!("bad {key} `{}`", v.trim()))
+        .ok_or_else(|| P::MissingKey {
+            key,
+            part: part.to_string(),
+        })?;
+    v.trim().parse::<u32>().map_err(|_| P::BadNumber {
+        key,
+        value: v.trim().to_string(),
+    })
 }
 
 /// Parse the part of a field line after `field:`:
 /// `DECL;\toffset:N;\tsize:N;\tsigned:N;`
-fn parse_field_line(rest: &str, long_size: u32, strict: bool) -> Result<Field, String> {
+fn parse_field_line(rest: &str, long_size: u32, strict: bool) -> Result<Field, P> {
     let mut parts = rest.split(';');
     let decl = parts.next().unwrap_or("").trim();
     let offset = parse_num(parts.next().unwrap_or(""), "offset")?;
@@ -179,9 +182,7 @@ fn parse_field_line(rest: &str, long_size: u32, strict: bool) -> Result<Field, S
         && (type_name.contains("char") || type_name.contains("u8") || type_name.contains("s8"));
     let kind = if dynamic || relative {
         if size != 4 && size != 2 {
-            return Err(format!(
-                "field {name}: dynamic field of size {size}, expected 4"
-            ));
+            return Err(P::DynamicSize { field: name, size });
         }
         let is_char = type_name.contains("char");
         if relative {
@@ -221,9 +222,11 @@ fn parse_field_line(rest: &str, long_size: u32, strict: bool) -> Result<Field, S
                     },
                 });
             }
-            return Err(format!(
-                "field {name}: unsupported type `{type_name}` of size {size} (integers and pointers are 1, 2, 4 or 8 bytes)"
-            ));
+            return Err(P::UnsupportedSize {
+                field: name,
+                type_name,
+                size,
+            });
         }
         FieldKind::Int
     };
@@ -253,15 +256,15 @@ fn elem_size_of(type_name: &str) -> Option<u32> {
 
 /// Split `unsigned long ip`, `char comm[16]`, `__data_loc char[] name` into
 /// (type as libtraceevent spells it, name, array length if an array).
-fn split_decl(decl: &str) -> Result<(String, String, Option<u32>), String> {
+fn split_decl(decl: &str) -> Result<(String, String, Option<u32>), P> {
     if decl.is_empty() {
-        return Err("empty field declaration".into());
+        return Err(P::EmptyDeclaration);
     }
     if let Some(open) = decl.find('[') {
         let close = decl[open..]
             .find(']')
             .map(|c| open + c)
-            .ok_or_else(|| format!("unclosed `[` in `{decl}`"))?;
+            .ok_or_else(|| P::UnclosedBracket(decl.to_string()))?;
         let inside = &decl[open + 1..close];
         let count = inside
             .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
@@ -273,7 +276,7 @@ fn split_decl(decl: &str) -> Result<(String, String, Option<u32>), String> {
         if !after.is_empty() {
             // `type[] name`
             if !is_ident(after) {
-                return Err(format!("bad field name `{after}`"));
+                return Err(P::BadFieldName(after.to_string()));
             }
             return Ok((
                 format!("{before}{}", &decl[open..=close]),
@@ -282,10 +285,10 @@ fn split_decl(decl: &str) -> Result<(String, String, Option<u32>), String> {
             ));
         }
         // `type name[N]`
-        let (ty, name) = split_last_ident(before).ok_or_else(|| format!("no type in `{decl}`"))?;
+        let (ty, name) = split_last_ident(before).ok_or_else(|| P::NoType(decl.to_string()))?;
         return Ok((format!("{ty}{}", &decl[open..=close]), name, Some(count)));
     }
-    let (ty, name) = split_last_ident(decl).ok_or_else(|| format!("no type in `{decl}`"))?;
+    let (ty, name) = split_last_ident(decl).ok_or_else(|| P::NoType(decl.to_string()))?;
     Ok((ty, name, None))
 }
 
@@ -383,8 +386,17 @@ mod tests {
         );
         let e = parse_format(&text).unwrap_err();
         assert_eq!(e.event, "sched_switch");
+        assert_eq!(
+            *e.problem,
+            P::UnsupportedSize {
+                field: "prev_pid".into(),
+                type_name: "struct foo".into(),
+                size: 12
+            }
+        );
         assert!(
-            e.msg.contains("unsupported type `struct foo` of size 12"),
+            e.to_string()
+                .contains("unsupported type `struct foo` of size 12"),
             "{e}"
         );
     }

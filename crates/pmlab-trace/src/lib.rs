@@ -16,7 +16,7 @@ pub mod summary;
 pub mod text;
 pub mod writer;
 
-pub use error::{FormatError, Malformed, TraceError};
+pub use error::{FormatError, FormatProblem, Malformed, TraceError};
 pub use kallsyms::Kallsyms;
 pub use model::{
     Endian, EventFormat, Events, Field, FieldKind, FieldRef, LocKind, Trace, TraceMeta,
