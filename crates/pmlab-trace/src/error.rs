@@ -81,12 +81,22 @@ pub enum FormatProblem {
 /// An error while opening or decoding a trace file.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    // The message repeats the cause (as before): `error_chain` skips a cause the text
+    // already ends with, and callers walking `source()` get the typed one.
     #[error("{path}: {err}")]
-    Io { path: PathBuf, err: std::io::Error },
+    Io {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
     #[error("{path}: {msg}")]
     Malformed { path: PathBuf, msg: String },
     #[error("{path}: {err}")]
-    Format { path: PathBuf, err: FormatError },
+    Format {
+        path: PathBuf,
+        #[source]
+        err: FormatError,
+    },
 }
 
 impl TraceError {
@@ -101,5 +111,22 @@ impl TraceError {
             path: path.into(),
             msg: msg.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_is_the_cause_and_printed_once() {
+        let e = TraceError::io("/x.dat", std::io::Error::from_raw_os_error(2));
+        let cause = std::error::Error::source(&e).expect("typed cause");
+        let io = cause
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        let chain = pmlab_kernel::error_chain(&e);
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
     }
 }
