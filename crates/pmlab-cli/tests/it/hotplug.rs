@@ -632,6 +632,24 @@ fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(loaders.len() >= 2, "loaders started: {loaders:?}");
+    // The writer (pmlab's main thread) runs off the cycled CPU; the loaders keep the mask
+    // pmlab was started with.
+    let allowed = |pid: u32| {
+        read(&format!("/proc/{pid}/status"))
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let ours = allowed(std::process::id());
+    if ours == "0-1" {
+        assert_eq!(allowed(child.id()), "0", "the writer's CPUs");
+        for &p in &loaders {
+            assert_eq!(allowed(p), ours, "loader {p}'s CPUs");
+        }
+    } else {
+        eprintln!("skipped the affinity check: this test runs on CPUs {ours}, not 0-1");
+    }
     std::thread::sleep(Duration::from_millis(700));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
