@@ -6,14 +6,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::builder::make_view;
 use arrow_array::ffi::FFI_ArrowSchema;
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::types::Int32Type;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int16Array, Int32Array,
-    Int64Array, Int8Array, LargeListArray, LargeStringArray, RecordBatch, RecordBatchIterator,
-    StringArray, StringViewArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    Int64Array, Int8Array, LargeListArray, RecordBatch, RecordBatchIterator, StringArray,
+    StringViewArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
@@ -178,39 +177,19 @@ fn array_of(v: Values) -> (DataType, ArrayRef) {
         Values::I32(v) => arr(Int32Array::new(v.into(), None)),
         Values::U64(v) => arr(UInt64Array::new(v.into(), None)),
         Values::I64(v) => arr(Int64Array::new(v.into(), None)),
-        Values::Str { offsets: o, data } => {
-            if data.len() < u32::MAX as usize {
-                return arr(string_view(&o, data));
-            }
-            // SAFETY: the decoder writes valid UTF-8 (lossy) between valid offsets.
-            let a = unsafe {
-                LargeStringArray::new_unchecked(offsets(o), Buffer::from_vec(data), None)
-            };
-            arr(a)
-        }
+        // SAFETY: pmlab-trace makes each view, Arrow's layout, over valid UTF-8 in its buffers.
+        Values::Str { views, buffers } => arr(unsafe {
+            StringViewArray::new_unchecked(
+                ScalarBuffer::from(views),
+                buffers.into_iter().map(Buffer::from_vec).collect(),
+                None,
+            )
+        }),
         Values::List { offsets: o, values } => {
             let (dt, values) = array_of(*values);
             let item = Arc::new(Field::new("item", dt, false));
             arr(LargeListArray::new(item, offsets(o), values, None))
         }
-    }
-}
-
-/// Strings as a string view array (what polars holds, so it takes them without a copy):
-/// short ones inline in their view, longer ones pointing into `data`, which moves in.
-fn string_view(o: &[i64], data: Vec<u8>) -> StringViewArray {
-    let mut views: Vec<u128> = pmlab_trace::dat::huge_vec(o.len().saturating_sub(1));
-    for w in o.windows(2) {
-        let (a, b) = (w[0] as usize, w[1] as usize);
-        views.push(make_view(&data[a..b], 0, a as u32));
-    }
-    // SAFETY: each view was made by arrow's own make_view over valid UTF-8 in buffer 0.
-    unsafe {
-        StringViewArray::new_unchecked(
-            ScalarBuffer::from(views),
-            Arc::from(vec![Buffer::from_vec(data)]),
-            None,
-        )
     }
 }
 

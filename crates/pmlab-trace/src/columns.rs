@@ -122,8 +122,8 @@ impl ColumnType {
     }
 }
 
-/// One column's values. Strings and lists use offsets (`len + 1` of them) into their data,
-/// as Arrow lays them out.
+/// One column's values, as Arrow lays them out: strings as string views, lists with offsets
+/// (`len + 1` of them) into their values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
     U8(Vec<u8>),
@@ -134,10 +134,12 @@ pub enum Values {
     I32(Vec<i32>),
     U64(Vec<u64>),
     I64(Vec<i64>),
-    /// UTF-8 text (invalid bytes replaced).
+    /// UTF-8 text (invalid bytes replaced) in Arrow's string-view layout: a 16-byte view per
+    /// row, its length in the low 4 bytes, then the text itself when it fits in 12 bytes
+    /// (task names do), else a 4-byte prefix, an index into `buffers` and an offset there.
     Str {
-        offsets: Vec<i64>,
-        data: Vec<u8>,
+        views: Vec<u128>,
+        buffers: Vec<Vec<u8>>,
     },
     /// Integer lists: row `r` holds `values[offsets[r] .. offsets[r + 1]]`.
     List {
@@ -158,14 +160,92 @@ impl Values {
             Values::I32(v) => v.len(),
             Values::U64(v) => v.len(),
             Values::I64(v) => v.len(),
-            Values::Str { offsets, .. } | Values::List { offsets, .. } => {
-                offsets.len().saturating_sub(1)
-            }
+            Values::Str { views, .. } => views.len(),
+            Values::List { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Row `r` of a string column (None for another type or past the end).
+    pub fn str_at(&self, r: usize) -> Option<&str> {
+        let Values::Str { views, buffers } = self else {
+            return None;
+        };
+        let v = views.get(r)?;
+        let len = (*v as u32) as usize;
+        let bytes: &[u8] = if len <= 12 {
+            // SAFETY: a u128 is 16 plain bytes; the view's text is bytes 4..4+len.
+            let all: &[u8; 16] = unsafe { &*(v as *const u128).cast::<[u8; 16]>() };
+            &all[4..4 + len]
+        } else {
+            let buf = (*v >> 64) as u32 as usize;
+            let off = (*v >> 96) as u32 as usize;
+            buffers.get(buf)?.get(off..off + len)?
+        };
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
+/// The string view of a 16-byte char array (`comm` fields, most of a trace's strings) when
+/// its text is ASCII and at most 12 bytes: found in one register, without a byte loop.
+#[inline(always)]
+fn short_ascii_of_16(b: &[u8]) -> Option<u128> {
+    const ONES: u128 = u128::MAX / 255; // 0x0101…01
+    const HIGH: u128 = ONES << 7; // 0x8080…80
+    let x = u128::from_le_bytes(b.try_into().ok()?);
+    // The lowest set bit of this marks the first NUL byte (higher ones may be false).
+    let zeros = x.wrapping_sub(ONES) & !x & HIGH;
+    let len = (zeros.trailing_zeros() / 8) as usize; // 16 when there is no NUL
+    if len > 12 {
+        return None;
+    }
+    let text = x & ((1u128 << (8 * len)) - 1);
+    (text & HIGH == 0).then_some(len as u128 | text << 32)
+}
+
+/// The string view of `b` (see [`Values::Str`]), its text appended to the last of `buffers`
+/// when longer than 12 bytes.
+#[inline(always)]
+fn view_of(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
+    /// Text of exactly `N` bytes, inline: a fixed-size copy the compiler keeps in registers
+    /// (a variable-length one into the same array costs a call and a stalled reload).
+    #[inline(always)]
+    fn inline<const N: usize>(b: &[u8]) -> u128 {
+        let mut raw = [0u8; 16];
+        raw[4..4 + N].copy_from_slice(&b[..N]);
+        u128::from_le_bytes(raw) | N as u128
+    }
+    let len = b.len();
+    match len {
+        0 => return 0,
+        1 => return inline::<1>(b),
+        2 => return inline::<2>(b),
+        3 => return inline::<3>(b),
+        4 => return inline::<4>(b),
+        5 => return inline::<5>(b),
+        6 => return inline::<6>(b),
+        7 => return inline::<7>(b),
+        8 => return inline::<8>(b),
+        9 => return inline::<9>(b),
+        10 => return inline::<10>(b),
+        11 => return inline::<11>(b),
+        12 => return inline::<12>(b),
+        _ => {}
+    }
+    if buffers
+        .last()
+        .is_none_or(|d| d.len() + len > u32::MAX as usize)
+    {
+        buffers.push(Vec::new());
+    }
+    let index = buffers.len() - 1;
+    let data = &mut buffers[index];
+    let offset = data.len();
+    data.extend_from_slice(b);
+    let prefix = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    len as u128 | (prefix as u128) << 32 | (index as u128) << 64 | (offset as u128) << 96
 }
 
 /// One event's columns over a part of the trace ([`Trace::columns_of_each`]): the common
@@ -355,8 +435,8 @@ enum Builder {
     },
     Str {
         at: Place,
-        offsets: Vec<i64>,
-        data: Vec<u8>,
+        views: Vec<u128>,
+        buffers: Vec<Vec<u8>>,
     },
     List {
         at: Place,
@@ -411,8 +491,6 @@ impl Builder {
             flexible: field.size == 0
                 && ColumnType::of(field, long_size) == ColumnType::Scalar(Scalar::Str),
         };
-        let mut offsets = crate::dat::huge_vec(rows + 1);
-        offsets.push(0i64);
         match ColumnType::of(field, long_size) {
             ColumnType::Scalar(Scalar::Int { size, signed }) => Builder::Int {
                 at,
@@ -420,13 +498,17 @@ impl Builder {
             },
             ColumnType::Scalar(Scalar::Str) => Builder::Str {
                 at,
-                offsets,
-                data: crate::dat::huge_vec(rows * 16),
+                views: crate::dat::huge_vec(rows),
+                buffers: Vec::new(),
             },
             ColumnType::List { size, signed } => Builder::List {
                 at,
                 elem: size as usize,
-                offsets,
+                offsets: {
+                    let mut o = crate::dat::huge_vec(rows + 1);
+                    o.push(0i64);
+                    o
+                },
                 out: int_values(size, signed, 0),
             },
         }
@@ -441,16 +523,20 @@ impl Builder {
                     .map_or(0, |b| uint(b, big));
                 out.push_int(v);
             }
-            Builder::Str { at, offsets, data } => {
+            Builder::Str { at, views, buffers } => {
                 let b = at.bytes(rec, big);
+                if let Some(v) = short_ascii_of_16(b) {
+                    views.push(v);
+                    return;
+                }
                 let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
                 // Task names are ASCII: an inlined check before the general UTF-8 one.
-                if b.is_ascii() || std::str::from_utf8(b).is_ok() {
-                    data.extend_from_slice(b);
+                let v = if b.is_ascii() || std::str::from_utf8(b).is_ok() {
+                    view_of(b, buffers)
                 } else {
-                    data.extend_from_slice(String::from_utf8_lossy(b).as_bytes());
-                }
-                offsets.push(data.len() as i64);
+                    view_of(String::from_utf8_lossy(b).as_bytes(), buffers)
+                };
+                views.push(v);
             }
             Builder::List {
                 at,
@@ -469,7 +555,7 @@ impl Builder {
     fn finish(self) -> Values {
         match self {
             Builder::Int { out, .. } => out,
-            Builder::Str { offsets, data, .. } => Values::Str { offsets, data },
+            Builder::Str { views, buffers, .. } => Values::Str { views, buffers },
             Builder::List { offsets, out, .. } => Values::List {
                 offsets,
                 values: Box::new(out),
@@ -593,6 +679,56 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_byte_names_take_the_register_path_or_the_general_one_alike() {
+        let mut names: Vec<[u8; 16]> = Vec::new();
+        for t in [
+            "",
+            "a",
+            "swapper/1",
+            "kworker/1:0H",
+            "kworker/1:0HXY",
+            "fifteen-chars!!",
+        ] {
+            let mut w = [0u8; 16];
+            w[..t.len()].copy_from_slice(t.as_bytes());
+            names.push(w);
+        }
+        names.push(*b"sixteen-chars!!!");
+        let mut w = [0u8; 16];
+        w[..6].copy_from_slice("caf\u{e9}!".as_bytes());
+        names.push(w);
+        w = [0u8; 16];
+        w[..5].copy_from_slice(b"ab\0cd");
+        names.push(w);
+        for w in &names {
+            let text = &w[..w.iter().position(|&c| c == 0).unwrap_or(16)];
+            let general = view_of(text, &mut Vec::new());
+            match short_ascii_of_16(w) {
+                Some(v) => assert_eq!(v, general, "{w:?}"),
+                None => assert!(text.len() > 12 || !text.is_ascii(), "{w:?}"),
+            }
+        }
+        assert!(short_ascii_of_16(b"short").is_none(), "only 16-byte arrays");
+    }
+
+    #[test]
+    fn string_views_hold_short_text_inline_and_point_at_long_text() {
+        let mut buffers = Vec::new();
+        let texts = ["", "swapper/1", "kworker/1:0H", "kworker/u4:12-events", "x"];
+        let views: Vec<u128> = texts
+            .iter()
+            .map(|t| view_of(t.as_bytes(), &mut buffers))
+            .collect();
+        // Only the one longer than 12 bytes went into a buffer.
+        assert_eq!(buffers, vec![b"kworker/u4:12-events".to_vec()]);
+        let v = Values::Str { views, buffers };
+        for (r, t) in texts.iter().enumerate() {
+            assert_eq!(v.str_at(r), Some(*t));
+        }
+        assert_eq!(v.str_at(texts.len()), None);
+    }
+
+    #[test]
     fn a_flexible_char_array_runs_to_the_end_of_the_record() {
         // `print`'s `char buf[]`: size 0 at offset 16, the text after it, NUL-terminated.
         let mut f = field(
@@ -610,13 +746,9 @@ mod tests {
         rec.extend_from_slice(b"pmlab: recording CPU 0\n\0\0");
         let mut b = Builder::new(&f, 8, 1);
         b.push(&rec, false);
-        match b.finish() {
-            Values::Str { offsets, data } => {
-                assert_eq!(offsets, vec![0, data.len() as i64]);
-                assert_eq!(data, b"pmlab: recording CPU 0\n");
-            }
-            _ => panic!("a char array is a string column"),
-        }
+        let v = b.finish();
+        assert_eq!(v.str_at(0), Some("pmlab: recording CPU 0\n"));
+        assert_eq!(v.len(), 1);
         // past the record: empty, not a panic
         f.offset = 64;
         assert!(field_bytes(&rec, (64, 0, LocKind::Inline), false, true).is_empty());
