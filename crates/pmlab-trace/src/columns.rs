@@ -330,10 +330,15 @@ impl Trace {
             }
             let rec = ev.record(i as usize);
             for b in builders.iter_mut() {
-                b.push(rec, big);
+                // SAFETY: k < rows.len(), the rows each builder was made for, once each.
+                unsafe { b.put(rec, big, k) };
             }
         }
-        builders.into_iter().map(Builder::finish).collect()
+        // SAFETY: every row was written above.
+        builders
+            .into_iter()
+            .map(|b| unsafe { b.finish(rows.len()) })
+            .collect()
     }
 
     /// The columns of each of `events` (an id and the fields to read) over the events in
@@ -359,6 +364,9 @@ impl Trace {
             }
         }
         struct Part {
+            /// Rows written so far, of `n` counted.
+            k: usize,
+            n: usize,
             ts: Vec<u64>,
             cpu: Vec<u32>,
             pid: Vec<i32>,
@@ -368,6 +376,8 @@ impl Trace {
             .iter()
             .zip(&counts)
             .map(|((_, fields), &n)| Part {
+                k: 0,
+                n,
                 ts: crate::dat::huge_vec(n),
                 cpu: crate::dat::huge_vec(n),
                 pid: crate::dat::huge_vec(n),
@@ -381,21 +391,44 @@ impl Trace {
             let Some(p) = parts.get_mut(slot[ev.id[i] as usize] as usize) else {
                 continue;
             };
-            p.ts.push(ev.ts[i]);
-            p.cpu.push(u32::from(ev.cpu[i]));
-            p.pid.push(ev.pid[i]);
+            let k = p.k;
+            // The counts above make this hold; checked, as the writes below rely on it.
+            assert!(k < p.n, "more rows than counted");
+            p.k += 1;
+            // SAFETY: k < n, the capacity of each vector (huge_vec(n)), each row once.
+            unsafe {
+                p.ts.as_mut_ptr().add(k).write(ev.ts[i]);
+                p.cpu.as_mut_ptr().add(k).write(u32::from(ev.cpu[i]));
+                p.pid.as_mut_ptr().add(k).write(ev.pid[i]);
+            }
             let rec = ev.record(i);
             for b in p.builders.iter_mut() {
-                b.push(rec, big);
+                // SAFETY: as above; the builders were made for n rows.
+                unsafe { b.put(rec, big, k) };
             }
         }
         parts
             .into_iter()
-            .map(|p| EventColumns {
-                ts: p.ts,
-                cpu: p.cpu,
-                pid: p.pid,
-                fields: p.builders.into_iter().map(Builder::finish).collect(),
+            .map(|mut p| {
+                assert_eq!(p.k, p.n, "fewer rows than counted");
+                // SAFETY: rows 0..n were written above, within capacity n.
+                unsafe {
+                    p.ts.set_len(p.n);
+                    p.cpu.set_len(p.n);
+                    p.pid.set_len(p.n);
+                }
+                let n = p.n;
+                EventColumns {
+                    ts: p.ts,
+                    cpu: p.cpu,
+                    pid: p.pid,
+                    // SAFETY: every row was written.
+                    fields: p
+                        .builders
+                        .into_iter()
+                        .map(|b| unsafe { b.finish(n) })
+                        .collect(),
+                }
             })
             .collect()
     }
@@ -514,37 +547,72 @@ impl Builder {
         }
     }
 
+    /// Read `rec` into row `k`.
+    ///
+    /// # Safety
+    /// `k` is below the row count the builder was made for ([`Builder::new`]); [`finish`]
+    /// with `rows` follows once rows `0..rows` are each written once.
+    ///
+    /// [`finish`]: Builder::finish
     #[inline(always)]
-    fn push(&mut self, rec: &[u8], big: bool) {
+    unsafe fn put(&mut self, rec: &[u8], big: bool, k: usize) {
+        // A row's place is known: no length update and no capacity check per value.
         match self {
-            Builder::Int { at, out } => {
-                let v = rec
-                    .get(at.offset..at.offset + at.size)
-                    .map_or(0, |b| uint(b, big));
-                out.push_int(v);
-            }
-            Builder::Str { at, views, buffers } => {
-                let b = at.bytes(rec, big);
-                if let Some(v) = short_ascii_of_16(b) {
-                    views.push(v);
-                    return;
+            Builder::Int { at: place, out } => {
+                // The column's width is the field's (`int_size`): a fixed-size read per
+                // variant. Past the record's end it reads 0.
+                let o = place.offset;
+                macro_rules! put {
+                    ($v:expr, $t:ty) => {{
+                        const N: usize = std::mem::size_of::<$t>();
+                        let x = rec
+                            .get(o..)
+                            .and_then(|r| r.first_chunk::<N>())
+                            .map_or(0, |b| {
+                                if big {
+                                    <$t>::from_be_bytes(*b)
+                                } else {
+                                    <$t>::from_le_bytes(*b)
+                                }
+                            });
+                        // SAFETY: the caller's k is within the capacity `new` reserved.
+                        unsafe { $v.as_mut_ptr().add(k).write(x) }
+                    }};
                 }
-                let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
-                // Task names are ASCII: an inlined check before the general UTF-8 one.
-                let v = if b.is_ascii() || std::str::from_utf8(b).is_ok() {
-                    view_of(b, buffers)
-                } else {
-                    view_of(String::from_utf8_lossy(b).as_bytes(), buffers)
+                match out {
+                    Values::U8(v) => put!(v, u8),
+                    Values::I8(v) => put!(v, i8),
+                    Values::U16(v) => put!(v, u16),
+                    Values::I16(v) => put!(v, i16),
+                    Values::U32(v) => put!(v, u32),
+                    Values::I32(v) => put!(v, i32),
+                    Values::U64(v) => put!(v, u64),
+                    Values::I64(v) => put!(v, i64),
+                    Values::Str { .. } | Values::List { .. } => {
+                        unreachable!("integer columns only")
+                    }
+                }
+            }
+            Builder::Str {
+                at: place,
+                views,
+                buffers,
+            } => {
+                let b = place.bytes(rec, big);
+                let v = match short_ascii_of_16(b) {
+                    Some(v) => v,
+                    None => string_view(b, buffers),
                 };
-                views.push(v);
+                // SAFETY: the caller's k is within the capacity `new` reserved.
+                unsafe { views.as_mut_ptr().add(k).write(v) }
             }
             Builder::List {
-                at,
+                at: place,
                 elem,
                 offsets,
                 out,
             } => {
-                for chunk in at.bytes(rec, big).chunks_exact(*elem) {
+                for chunk in place.bytes(rec, big).chunks_exact(*elem) {
                     out.push_int(uint(chunk, big));
                 }
                 offsets.push(out.len() as i64);
@@ -552,7 +620,29 @@ impl Builder {
         }
     }
 
-    fn finish(self) -> Values {
+    /// The column of rows `0..rows`, each written by [`Builder::put`].
+    ///
+    /// # Safety
+    /// Every row below `rows` was written.
+    unsafe fn finish(mut self, rows: usize) -> Values {
+        // SAFETY: rows 0..rows are initialised (the caller's promise) within the capacity.
+        unsafe {
+            match &mut self {
+                Builder::Int { out, .. } => match out {
+                    Values::U8(v) => v.set_len(rows),
+                    Values::I8(v) => v.set_len(rows),
+                    Values::U16(v) => v.set_len(rows),
+                    Values::I16(v) => v.set_len(rows),
+                    Values::U32(v) => v.set_len(rows),
+                    Values::I32(v) => v.set_len(rows),
+                    Values::U64(v) => v.set_len(rows),
+                    Values::I64(v) => v.set_len(rows),
+                    Values::Str { .. } | Values::List { .. } => {}
+                },
+                Builder::Str { views, .. } => views.set_len(rows),
+                Builder::List { .. } => {}
+            }
+        }
         match self {
             Builder::Int { out, .. } => out,
             Builder::Str { views, buffers, .. } => Values::Str { views, buffers },
@@ -561,6 +651,19 @@ impl Builder {
                 values: Box::new(out),
             },
         }
+    }
+}
+
+/// The view of a string field's bytes `b`: its text up to the first NUL, invalid UTF-8
+/// replaced.
+#[inline]
+fn string_view(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
+    let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
+    // Task names are ASCII: an inlined check before the general UTF-8 one.
+    if b.is_ascii() || std::str::from_utf8(b).is_ok() {
+        view_of(b, buffers)
+    } else {
+        view_of(String::from_utf8_lossy(b).as_bytes(), buffers)
     }
 }
 
@@ -745,8 +848,11 @@ mod tests {
         let mut rec = vec![0u8; 16];
         rec.extend_from_slice(b"pmlab: recording CPU 0\n\0\0");
         let mut b = Builder::new(&f, 8, 1);
-        b.push(&rec, false);
-        let v = b.finish();
+        // SAFETY: one row, written once.
+        let v = unsafe {
+            b.put(&rec, false, 0);
+            b.finish(1)
+        };
         assert_eq!(v.str_at(0), Some("pmlab: recording CPU 0\n"));
         assert_eq!(v.len(), 1);
         // past the record: empty, not a panic
