@@ -6,6 +6,7 @@
 use std::ops::Range;
 
 use crate::model::{field_bytes, uint, Field, FieldKind, LocKind, Trace};
+use arrow_array::builder::make_view;
 
 /// Which rows of an event to take: a CPU set and a `[start, end)` timestamp window.
 #[derive(Debug, Clone, Default)]
@@ -205,38 +206,15 @@ fn short_ascii_of_16(b: &[u8]) -> Option<u128> {
     (text & HIGH == 0).then_some(len as u128 | text << 32)
 }
 
-/// The string view of `b` (see [`Values::Str`]), its text appended to the last of `buffers`
-/// when longer than 12 bytes.
-#[inline(always)]
+/// The string view of `b` (see [`Values::Str`], made by Arrow's own `make_view`), its text
+/// appended to the last of `buffers` when longer than 12 bytes.
 fn view_of(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
-    /// Text of exactly `N` bytes, inline: a fixed-size copy the compiler keeps in registers
-    /// (a variable-length one into the same array costs a call and a stalled reload).
-    #[inline(always)]
-    fn inline<const N: usize>(b: &[u8]) -> u128 {
-        let mut raw = [0u8; 16];
-        raw[4..4 + N].copy_from_slice(&b[..N]);
-        u128::from_le_bytes(raw) | N as u128
-    }
-    let len = b.len();
-    match len {
-        0 => return 0,
-        1 => return inline::<1>(b),
-        2 => return inline::<2>(b),
-        3 => return inline::<3>(b),
-        4 => return inline::<4>(b),
-        5 => return inline::<5>(b),
-        6 => return inline::<6>(b),
-        7 => return inline::<7>(b),
-        8 => return inline::<8>(b),
-        9 => return inline::<9>(b),
-        10 => return inline::<10>(b),
-        11 => return inline::<11>(b),
-        12 => return inline::<12>(b),
-        _ => {}
+    if b.len() <= 12 {
+        return make_view(b, 0, 0);
     }
     if buffers
         .last()
-        .is_none_or(|d| d.len() + len > u32::MAX as usize)
+        .is_none_or(|d| d.len() + b.len() > u32::MAX as usize)
     {
         buffers.push(Vec::new());
     }
@@ -244,8 +222,7 @@ fn view_of(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
     let data = &mut buffers[index];
     let offset = data.len();
     data.extend_from_slice(b);
-    let prefix = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    len as u128 | (prefix as u128) << 32 | (index as u128) << 64 | (offset as u128) << 96
+    make_view(b, index as u32, offset as u32)
 }
 
 /// One event's columns over a part of the trace ([`Trace::columns_of_each`]): the common
