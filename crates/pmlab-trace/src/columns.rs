@@ -365,6 +365,7 @@ impl Trace {
             })
             .collect();
         for i in range {
+            ev.prefetch_ahead(i);
             let Some(p) = parts.get_mut(slot[ev.id[i] as usize] as usize) else {
                 continue;
             };
