@@ -168,25 +168,6 @@ impl Values {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Row `r` of a string column (None for another type or past the end).
-    pub fn str_at(&self, r: usize) -> Option<&str> {
-        let Values::Str { views, buffers } = self else {
-            return None;
-        };
-        let v = views.get(r)?;
-        let len = (*v as u32) as usize;
-        let bytes: &[u8] = if len <= 12 {
-            // SAFETY: a u128 is 16 plain bytes; the view's text is bytes 4..4+len.
-            let all: &[u8; 16] = unsafe { &*(v as *const u128).cast::<[u8; 16]>() };
-            &all[4..4 + len]
-        } else {
-            let buf = (*v >> 64) as u32 as usize;
-            let off = (*v >> 96) as u32 as usize;
-            buffers.get(buf)?.get(off..off + len)?
-        };
-        std::str::from_utf8(bytes).ok()
-    }
 }
 
 /// The string view of a 16-byte char array (`comm` fields, most of a trace's strings) when
@@ -649,6 +630,23 @@ fn string_view(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
 mod tests {
     use super::*;
 
+    /// Row `r` of a string column, decoded from its view (None for another type or past the
+    /// end).
+    fn str_at(v: &Values, r: usize) -> Option<String> {
+        let Values::Str { views, buffers } = v else {
+            return None;
+        };
+        let view = *views.get(r)?;
+        let len = (view as u32) as usize;
+        let bytes = if len <= 12 {
+            view.to_le_bytes()[4..4 + len].to_vec()
+        } else {
+            let (buf, off) = ((view >> 64) as u32 as usize, (view >> 96) as u32 as usize);
+            buffers.get(buf)?.get(off..off + len)?.to_vec()
+        };
+        String::from_utf8(bytes).ok()
+    }
+
     fn field(decl_type: &str, size: u32, signed: bool, kind: FieldKind) -> Field {
         Field {
             name: "f".into(),
@@ -804,9 +802,9 @@ mod tests {
         assert_eq!(buffers, vec![b"kworker/u4:12-events".to_vec()]);
         let v = Values::Str { views, buffers };
         for (r, t) in texts.iter().enumerate() {
-            assert_eq!(v.str_at(r), Some(*t));
+            assert_eq!(str_at(&v, r).as_deref(), Some(*t));
         }
-        assert_eq!(v.str_at(texts.len()), None);
+        assert_eq!(str_at(&v, texts.len()), None);
     }
 
     #[test]
@@ -831,7 +829,7 @@ mod tests {
             b.put(&rec, false, 0);
             b.finish(1)
         };
-        assert_eq!(v.str_at(0), Some("pmlab: recording CPU 0\n"));
+        assert_eq!(str_at(&v, 0).as_deref(), Some("pmlab: recording CPU 0\n"));
         assert_eq!(v.len(), 1);
         // past the record: empty, not a panic
         f.offset = 64;
