@@ -561,10 +561,24 @@ impl Store {
                 .execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))
                 .map_err(|e| self.sql(e))?;
         }
-        let mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(|e| self.sql(e))?;
+        // Entering WAL takes an exclusive lock without SQLite's busy handler: a second pmlab
+        // opening a new store at the same moment (reading its header) makes it fail at once
+        // with "database is locked". It is retried, at open time only, within the timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mode: String = loop {
+            match self
+                .conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                r => break r.map_err(|e| self.sql(e))?,
+            }
+        };
         // An in-memory store has no file to share: its journal stays in memory.
         let in_memory = mode.eq_ignore_ascii_case("memory") && self.path.as_os_str() == ":memory:";
         if !mode.eq_ignore_ascii_case("wal") && !in_memory {
@@ -1386,6 +1400,27 @@ impl StoredExperiment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_opened_while_another_process_writes_the_new_file_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        // Another pmlab's moment on a new store: stamped, still in rollback mode, writing.
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; CREATE TABLE t(x); \
+                 BEGIN IMMEDIATE; INSERT INTO t VALUES (1);"
+            ))
+            .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            other.execute_batch("COMMIT").unwrap();
+        });
+        let store = Store::open(&path);
+        release.join().unwrap();
+        assert!(store.is_ok(), "{:?}", store.err());
+    }
     use crate::spec::{Experiment, Kind};
 
     fn experiment() -> Experiment {
