@@ -92,6 +92,21 @@ fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
     assert_eq!(c["cpuidle_driver"], "haltpoll");
     assert_eq!(c["idle_states"], serde_json::json!(["POLL", "haltpoll"]));
     assert_eq!(j["cpus"]["offline"], serde_json::json!([1]));
+    assert!(out.contains("free page reporting          off"), "{out}");
+}
+
+#[test]
+fn info_fake_guest_with_free_page_reporting_says_what_it_changes() {
+    let t = FakeTree::haltpoll_guest(true);
+    t.balloon(true);
+    let root = t.path().to_str().unwrap();
+    let out = text(&["info", "--root", root]);
+    assert!(
+        out.contains("free page reporting          on (free blocks of order 9 and up): the host takes free memory back, so pmlab asks for no huge pages"),
+        "{out}"
+    );
+    let j = json(&["info", "--json", "--root", root]);
+    assert_eq!(j["virt"]["free_page_reporting"]["order"], 9);
 }
 
 #[test]

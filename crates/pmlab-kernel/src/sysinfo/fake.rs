@@ -312,4 +312,31 @@ impl FakeTree {
             &format!("{avail} \n"),
         )
     }
+
+    /// A virtio-balloon device (and a network device beside it), bound to its driver, with
+    /// free page reporting negotiated or not.
+    pub fn balloon(&self, reporting: bool) -> &Self {
+        let bus = "/sys/bus/virtio/devices";
+        let bits = |set: &[usize]| -> String {
+            (0..64)
+                .map(|i| if set.contains(&i) { '1' } else { '0' })
+                .collect()
+        };
+        // A network device with bit 5 (its own meaning there) set: not a balloon.
+        self.put(&format!("{bus}/virtio1/device"), "0x0001\n")
+            .put(&format!("{bus}/virtio1/features"), &(bits(&[0, 5]) + "\n"))
+            .mkdir(&format!("{bus}/virtio1/driver"));
+        let balloon = if reporting {
+            bits(&[1, 2, 5])
+        } else {
+            bits(&[1, 2])
+        };
+        self.put(&format!("{bus}/virtio0/device"), "0x0005\n")
+            .put(&format!("{bus}/virtio0/features"), &(balloon + "\n"))
+            .mkdir(&format!("{bus}/virtio0/driver"))
+            .put(
+                "/sys/module/page_reporting/parameters/page_reporting_order",
+                "9\n",
+            )
+    }
 }

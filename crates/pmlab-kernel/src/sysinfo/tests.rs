@@ -236,3 +236,28 @@ fn offline_cpu_stays_hotpluggable_and_loses_its_topology() {
     assert_eq!(topo.len(), 1);
     assert_eq!(si.capabilities().hotplug_cpus, vec![1]);
 }
+
+#[test]
+fn free_page_reporting_is_read_from_a_bound_balloon_with_the_feature_bit() {
+    let none = haltpoll_guest(true);
+    assert_eq!(SystemInfo::read(&none.root).virt.free_page_reporting, None);
+
+    let off = haltpoll_guest(true);
+    off.balloon(false);
+    // The network device beside it has bit 5 set; only a balloon's bit 5 means reporting.
+    assert_eq!(SystemInfo::read(&off.root).virt.free_page_reporting, None);
+
+    let on = haltpoll_guest(true);
+    on.balloon(true);
+    let si = SystemInfo::read(&on.root);
+    assert_eq!(
+        si.virt.free_page_reporting,
+        Some(virt::FreePageReporting { order: Some(9) })
+    );
+    let j = serde_json::to_value(&si).unwrap();
+    assert_eq!(j["virt"]["free_page_reporting"]["order"], 9);
+
+    // A balloon no driver is bound to reports nothing.
+    std::fs::remove_dir(on.path().join("sys/bus/virtio/devices/virtio0/driver")).unwrap();
+    assert_eq!(virt::free_page_reporting(&on.root), None);
+}

@@ -1,8 +1,9 @@
 //! Virtualization: the `hypervisor` CPU flag, the hypervisor's CPUID signature and
 //! KVM paravirt features/hints (CPUID leaves 0x40000000/1, real machine only), DMI,
-//! clocksources (kvm-clock), and whether the cpuidle-haltpoll driver could register.
+//! clocksources (kvm-clock), whether the cpuidle-haltpoll driver could register, and
+//! whether the host takes free guest memory back (free page reporting).
 
-use super::item::{read_text, read_words};
+use super::item::{list_names, read_num, read_text, read_words};
 use crate::Root;
 use serde::Serialize;
 
@@ -24,6 +25,42 @@ pub struct Virt {
     /// Why `kvm_cpuid` is missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kvm_cpuid_note: Option<String>,
+    /// `Some` when the guest reports free memory to the host (virtio-balloon).
+    pub free_page_reporting: Option<FreePageReporting>,
+}
+
+/// Free page reporting is on: the virtio-balloon driver hands free blocks of memory to the
+/// host, which takes their backing away, so the next touch of such a block faults in the
+/// host as well as in the guest. Only large free blocks are reported, so huge pages (which
+/// need them) pay for it and 4 KiB pages rarely do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FreePageReporting {
+    /// Free blocks of 2^order pages and larger are reported (`page_reporting_order`).
+    pub order: Option<u32>,
+}
+
+/// The virtio device id of a memory balloon, as sysfs writes it.
+const VIRTIO_ID_BALLOON: &str = "0x0005";
+/// VIRTIO_BALLOON_F_REPORTING: the feature bit, a position in sysfs' `features` string.
+const VIRTIO_BALLOON_F_REPORTING: usize = 5;
+
+/// Whether a bound virtio-balloon device negotiated free page reporting.
+pub fn free_page_reporting(root: &Root) -> Option<FreePageReporting> {
+    let base = "/sys/bus/virtio/devices";
+    let on = list_names(root, base).ok()?.iter().any(|d| {
+        let dev = format!("{base}/{d}");
+        read_text(root, &format!("{dev}/device")).is_ok_and(|id| id == VIRTIO_ID_BALLOON)
+            && root.path(&format!("{dev}/driver")).exists()
+            && read_text(root, &format!("{dev}/features"))
+                .is_ok_and(|f| f.as_bytes().get(VIRTIO_BALLOON_F_REPORTING) == Some(&b'1'))
+    });
+    on.then(|| FreePageReporting {
+        order: read_num(
+            root,
+            "/sys/module/page_reporting/parameters/page_reporting_order",
+        )
+        .and_then(|o| u32::try_from(o).ok()),
+    })
 }
 
 impl Virt {
@@ -221,5 +258,6 @@ pub fn read(root: &Root, hypervisor_flag: bool) -> Virt {
         kvm_clock,
         kvm_cpuid,
         kvm_cpuid_note: note,
+        free_page_reporting: free_page_reporting(root),
     }
 }

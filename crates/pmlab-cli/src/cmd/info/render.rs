@@ -216,6 +216,18 @@ pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
     if let Some(d) = &v.dmi_vendor {
         kv(&mut o, "DMI", format!("{d} {}", opt(&v.dmi_product)));
     }
+    if v.is_guest() {
+        let fpr = match &v.free_page_reporting {
+            Some(r) => format!(
+                "on{}: the host takes free memory back, so pmlab asks for no huge pages",
+                r.order.map_or(String::new(), |o| format!(
+                    " (free blocks of order {o} and up)"
+                ))
+            ),
+            None => "off".into(),
+        };
+        kv(&mut o, "free page reporting", fpr);
+    }
 
     head(&mut o, "CPUs");
     let c = &si.cpus;
