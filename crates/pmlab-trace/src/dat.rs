@@ -993,6 +993,7 @@ fn merge<const BIG: bool>(
     };
     let mut cols = ColWriter::new();
     cols.resume(&mut ev);
+    cols.populate_ahead(&ev);
     let mut out = Sink {
         ev,
         cols,
@@ -1127,8 +1128,9 @@ fn run<const BIG: bool>(
 
 /// Where [`merge`] puts the events, and how it reads their common fields.
 struct Sink {
-    ev: Events,
+    // Dropped first: its helper is joined before the columns it populates are freed.
     cols: ColWriter,
+    ev: Events,
     ebuf: Vec<u8>,
     missed_before: Vec<(usize, i64)>,
     multi_buffer: bool,
@@ -1196,6 +1198,10 @@ fn cursor_error(c: &mut PageCursor, cpu: u32) -> R<()> {
 struct ColWriter {
     n: usize,
     cap: usize,
+    /// Where `push` next stops: `cap`, or before it the next progress report.
+    limit: usize,
+    /// Populates the columns' pages ahead of the rows being written.
+    ahead: Option<crate::prefault::Prefault>,
     ts: *mut u64,
     cpu: *mut u16,
     pid: *mut i32,
@@ -1208,6 +1214,8 @@ impl ColWriter {
         ColWriter {
             n: 0,
             cap: 0,
+            limit: 0,
+            ahead: None,
             ts: std::ptr::null_mut(),
             cpu: std::ptr::null_mut(),
             pid: std::ptr::null_mut(),
@@ -1233,6 +1241,7 @@ impl ColWriter {
         .into_iter()
         .min()
         .unwrap();
+        self.limit = self.cap;
         self.ts = ev.ts.as_mut_ptr();
         self.cpu = ev.cpu.as_mut_ptr();
         self.pid = ev.pid.as_mut_ptr();
@@ -1240,8 +1249,25 @@ impl ColWriter {
         self.loc = ev.loc.as_mut_ptr();
     }
 
+    /// Has another core populate the columns' pages ahead of the rows written.
+    fn populate_ahead(&mut self, ev: &Events) {
+        use crate::prefault::{Column, Prefault, STEP};
+        let col = |addr: usize, size: usize, cap: usize| Column { addr, size, cap };
+        self.ahead = Prefault::start(vec![
+            col(ev.ts.as_ptr() as usize, 8, ev.ts.capacity()),
+            col(ev.cpu.as_ptr() as usize, 2, ev.cpu.capacity()),
+            col(ev.pid.as_ptr() as usize, 4, ev.pid.capacity()),
+            col(ev.id.as_ptr() as usize, 2, ev.id.capacity()),
+            col(ev.loc.as_ptr() as usize, 8, ev.loc.capacity()),
+        ]);
+        if self.ahead.is_some() {
+            self.limit = self.cap.min(self.n + STEP);
+        }
+    }
+
     /// Sets the columns' lengths to the rows written.
     fn finish(&mut self, ev: &mut Events) {
+        self.ahead = None;
         // SAFETY: rows below `n` were written by `push` within capacity.
         unsafe {
             ev.ts.set_len(self.n);
@@ -1254,8 +1280,8 @@ impl ColWriter {
 
     #[inline(always)]
     fn push(&mut self, ev: &mut Events, ts: u64, cpu: u16, pid: i32, id: u16, loc: u64) {
-        if self.n == self.cap {
-            self.grow(ev);
+        if self.n == self.limit {
+            self.stop(ev);
         }
         let n = self.n;
         // SAFETY: n < cap, the capacity of every column.
@@ -1269,8 +1295,20 @@ impl ColWriter {
         self.n = n + 1;
     }
 
+    /// At `limit`: report progress to the populating helper, or grow when full.
     #[cold]
     #[inline(never)]
+    fn stop(&mut self, ev: &mut Events) {
+        match &self.ahead {
+            Some(a) if self.n < self.cap => {
+                a.reached(self.n);
+                self.limit = self.cap.min(self.n + crate::prefault::STEP);
+            }
+            // Full: the helper stops (it knows the old buffers only), then the columns grow.
+            _ => self.grow(ev),
+        }
+    }
+
     fn grow(&mut self, ev: &mut Events) {
         self.finish(ev);
         let more = self.n.max(1024);
@@ -1327,4 +1365,69 @@ pub fn parse_printk_formats(text: &str) -> HashMap<u64, String> {
         m.insert(addr, s);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty(cap: usize) -> Events {
+        Events {
+            ts: huge_vec(cap),
+            cpu: huge_vec(cap),
+            pid: huge_vec(cap),
+            id: huge_vec(cap),
+            loc: huge_vec(cap),
+            raw: Raw::new(),
+        }
+    }
+
+    #[test]
+    fn rows_written_past_the_estimate_while_pages_are_populated_ahead_are_all_kept() {
+        // Past the capacity the columns grow: the helper that populates ahead stops first.
+        let (cap, rows) = (200_000usize, 450_000usize);
+        let mut ev = empty(cap);
+        let mut cols = ColWriter::new();
+        cols.resume(&mut ev);
+        cols.populate_ahead(&ev);
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+            assert!(cols.ahead.is_some(), "a helper for {cap} rows");
+        }
+        for i in 0..rows {
+            cols.push(
+                &mut ev,
+                i as u64 * 3,
+                (i % 7) as u16,
+                i as i32,
+                (i % 5) as u16,
+                i as u64,
+            );
+        }
+        cols.finish(&mut ev);
+        assert!(cols.ahead.is_none());
+        assert!(ev.ts.capacity() >= rows);
+        assert_eq!(ev.len(), rows);
+        for i in (0..rows).step_by(997).chain([cap - 1, cap, rows - 1]) {
+            assert_eq!(
+                (ev.ts[i], ev.cpu[i], ev.pid[i], ev.id[i], ev.loc[i]),
+                (
+                    i as u64 * 3,
+                    (i % 7) as u16,
+                    i as i32,
+                    (i % 5) as u16,
+                    i as u64
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn small_columns_get_no_helper() {
+        let mut ev = empty(1000);
+        let mut cols = ColWriter::new();
+        cols.resume(&mut ev);
+        cols.populate_ahead(&ev);
+        assert!(cols.ahead.is_none());
+        assert_eq!(cols.limit, cols.cap);
+    }
 }

@@ -10,6 +10,7 @@ pub mod model;
 mod open;
 pub mod page;
 pub mod perfetto;
+mod prefault;
 pub mod record;
 pub mod render;
 pub mod summary;
