@@ -1,24 +1,39 @@
 //! CPU lists as the kernel writes them (`0-3,5`): parsing and formatting.
 
+/// Why a CPU list did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    #[error("empty CPU list")]
+    Empty,
+    #[error("'{text}' is not a CPU list (examples: 1, 0-3, 0,2)")]
+    NotAList { text: String },
+    #[error("'{text}': range {from}-{to} runs backwards")]
+    Backwards { text: String, from: u32, to: u32 },
+}
+
 /// Parse a CPU list: `1`, `0-3`, `0,2-3`. Sorted, without duplicates.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, CpuListError> {
     let mut out = Vec::new();
     let t = text.trim();
     if t.is_empty() {
-        return Err("empty CPU list".into());
+        return Err(CpuListError::Empty);
     }
     for part in t.split(',') {
         let part = part.trim();
         let num = |s: &str| {
             s.trim()
                 .parse::<u32>()
-                .map_err(|_| format!("'{text}' is not a CPU list (examples: 1, 0-3, 0,2)"))
+                .map_err(|_| CpuListError::NotAList { text: text.into() })
         };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (num(a)?, num(b)?);
                 if a > b {
-                    return Err(format!("'{text}': range {a}-{b} runs backwards"));
+                    return Err(CpuListError::Backwards {
+                        text: text.into(),
+                        from: a,
+                        to: b,
+                    });
                 }
                 out.extend(a..=b);
             }
@@ -60,9 +75,21 @@ mod tests {
         assert_eq!(parse_cpu_list("0-3,5").unwrap(), vec![0, 1, 2, 3, 5]);
         assert_eq!(parse_cpu_list("1,0,1").unwrap(), vec![0, 1]);
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("a").is_err());
-        assert!(parse_cpu_list("-1").is_err());
-        assert!(parse_cpu_list("").is_err());
+        assert_eq!(
+            parse_cpu_list("3-1"),
+            Err(CpuListError::Backwards {
+                text: "3-1".into(),
+                from: 3,
+                to: 1
+            })
+        );
+        let not = |t: &str| Err(CpuListError::NotAList { text: t.into() });
+        assert_eq!(parse_cpu_list("a"), not("a"));
+        assert_eq!(parse_cpu_list("-1"), not("-1"));
+        assert_eq!(parse_cpu_list(" "), Err(CpuListError::Empty));
+        assert_eq!(
+            CpuListError::NotAList { text: "x".into() }.to_string(),
+            "'x' is not a CPU list (examples: 1, 0-3, 0,2)"
+        );
     }
 }

@@ -151,25 +151,42 @@ pub struct CmdArgs {
     pub argv: Vec<String>,
 }
 
-fn positive(s: &str) -> Result<u64, String> {
+/// Why a workload option's value was refused (clap prints it after the option's name).
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error("'{0}' is not a whole number")]
+    NotWhole(String),
+    #[error("must be greater than zero (got {0})")]
+    NotPositive(String),
+    #[error("'{0}' is too large")]
+    TooLarge(String),
+    #[error(transparent)]
+    Duration(#[from] crate::units::DurationError),
+    #[error("'{0}': must be greater than zero")]
+    ZeroDuration(String),
+    #[error("'{0}': expected two CPU numbers A,B (e.g. 0,1)")]
+    NotAPair(String),
+}
+
+fn positive(s: &str) -> Result<u64, ValueError> {
     let v: i128 = s
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a whole number"))?;
+        .map_err(|_| ValueError::NotWhole(s.into()))?;
     if v <= 0 {
-        return Err(format!("must be greater than zero (got {v})"));
+        return Err(ValueError::NotPositive(v.to_string()));
     }
-    u64::try_from(v).map_err(|_| format!("'{s}' is too large"))
+    u64::try_from(v).map_err(|_| ValueError::TooLarge(s.into()))
 }
 
-fn positive_u32(s: &str) -> Result<u32, String> {
-    u32::try_from(positive(s)?).map_err(|_| format!("'{s}' is too large"))
+fn positive_u32(s: &str) -> Result<u32, ValueError> {
+    u32::try_from(positive(s)?).map_err(|_| ValueError::TooLarge(s.into()))
 }
 
-fn positive_duration(s: &str) -> Result<pmlab_kernel::Nanos, String> {
-    let d = parse_duration(s).map_err(|e| e.to_string())?;
+fn positive_duration(s: &str) -> Result<pmlab_kernel::Nanos, ValueError> {
+    let d = parse_duration(s)?;
     if d.0 == 0 {
-        return Err(format!("'{s}': must be greater than zero"));
+        return Err(ValueError::ZeroDuration(s.into()));
     }
     Ok(d)
 }
@@ -178,21 +195,18 @@ fn positive_duration(s: &str) -> Result<pmlab_kernel::Nanos, String> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cpus(pub Vec<u32>);
 
-fn cpu_list(s: &str) -> Result<Cpus, String> {
+fn cpu_list(s: &str) -> Result<Cpus, pmlab_kernel::cpulist::CpuListError> {
     crate::parse_cpu_list(s).map(Cpus)
 }
 
-fn cpu_pair(s: &str) -> Result<Cpus, String> {
+fn cpu_pair(s: &str) -> Result<Cpus, ValueError> {
     let cpus: Vec<u32> = s
         .split(',')
-        .map(|p| {
-            p.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("'{s}': expected two CPU numbers A,B (e.g. 0,1)"))
-        })
-        .collect::<Result<_, _>>()?;
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| ValueError::NotAPair(s.into()))?;
     if cpus.len() != 2 {
-        return Err(format!("'{s}': expected two CPU numbers A,B (e.g. 0,1)"));
+        return Err(ValueError::NotAPair(s.into()));
     }
     Ok(Cpus(cpus))
 }

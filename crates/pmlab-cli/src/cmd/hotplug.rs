@@ -139,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     drop(txn);
     let cpus = match &args.cpus {
-        Some(s) => parse_cpu_list(s).map_err(anyhow::Error::msg)?,
+        Some(s) => parse_cpu_list(s)?,
         None => default_cpus(&paths)?,
     };
     check_cpus(&paths.sys_cpu(), &cpus)?;

@@ -149,11 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let reader_cpus = match &args.reader_cpus {
-        Some(s) => Some(
-            pmlab_workload::parse_cpu_list(s)
-                .map_err(anyhow::Error::msg)
-                .context("--reader-cpus")?,
-        ),
+        Some(s) => Some(pmlab_workload::parse_cpu_list(s).context("--reader-cpus")?),
         None => None,
     };
     let filters = args

@@ -69,10 +69,6 @@ pub enum OrderArg {
     Sequential,
 }
 
-fn fraction(s: &str) -> Result<f64, String> {
-    spec::parse_fraction(s).map_err(|e| e.to_string())
-}
-
 fn duration(s: &str) -> Result<Duration, String> {
     spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
@@ -90,7 +86,7 @@ pub struct ExperimentOpts {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub max_time: Option<Duration>,
     /// Stop when every configuration's 95% CI half-width is below this share of its mean [default: 1%].
-    #[arg(long, value_name = "PCT", value_parser = fraction)]
+    #[arg(long, value_name = "PCT", value_parser = spec::parse_fraction)]
     pub target_ci: Option<f64>,
     /// Seed of the per-round shuffles (default: from the clock; always recorded).
     #[arg(long)]

@@ -296,7 +296,7 @@ pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
         None => (full_name, None),
     };
     let asked: Option<Vec<u32>> = match cpus_text {
-        Some(c) => Some(parse_cpu_list(c).map_err(bad)?),
+        Some(c) => Some(parse_cpu_list(c).map_err(|e| bad(e.to_string()))?),
         None => None,
     };
     let (def, caps) = KNOBS

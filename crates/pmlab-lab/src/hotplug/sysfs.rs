@@ -201,7 +201,10 @@ pub fn online_cpus(sys_cpu: &Path) -> Result<Vec<u32>, HotplugError> {
         // The kernel's list parser refuses an empty list; sysfs writes one for "none".
         return Ok(Vec::new());
     }
-    super::parse_cpu_list(&v).map_err(|what| HotplugError::Parse { path, what })
+    super::parse_cpu_list(&v).map_err(|e| HotplugError::Parse {
+        path,
+        what: e.to_string(),
+    })
 }
 
 #[cfg(test)]
