@@ -168,22 +168,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             };
             let axes = vec![SweepAxis::parse(&axis).expect("sweep axis")];
             let configs = sweep_configurations(&axes).expect("sweep values");
-            // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a
-            // run cannot land in the one-CPU regime where no wake crosses (and polling is moot).
-            let loops = pick(quick, "5000", "20000");
-            let pipe = match caps.cpus_online.as_slice() {
-                [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
-                _ => format!("pipe --loops {loops}"),
-            };
-            let ws = vec![
-                workload(&pipe),
-                workload(pick(
-                    quick,
-                    "wakeup --duration 300ms",
-                    "wakeup --duration 1s",
-                )),
-                workload(pick(quick, "idle --duration 1s", "idle --duration 2s")),
-            ];
+            let ws = wake_workloads(caps, quick);
             let mut e = Experiment::new(
                 Kind::Sweep,
                 "study: polling sweep".into(),
@@ -215,22 +200,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                     Configuration::parse(g, &format!("cpuidle.governor={g}")).expect("governor")
                 })
                 .collect();
-            // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a
-            // run cannot land in the one-CPU regime where no wake crosses (and polling is moot).
-            let loops = pick(quick, "5000", "20000");
-            let pipe = match caps.cpus_online.as_slice() {
-                [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
-                _ => format!("pipe --loops {loops}"),
-            };
-            let ws = vec![
-                workload(&pipe),
-                workload(pick(
-                    quick,
-                    "wakeup --duration 300ms",
-                    "wakeup --duration 1s",
-                )),
-                workload(pick(quick, "idle --duration 1s", "idle --duration 2s")),
-            ];
+            let ws = wake_workloads(caps, quick);
             let mut e = Experiment::new(
                 Kind::Compare,
                 "study: cpuidle governors".into(),
@@ -334,6 +304,27 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
 }
 
 /// The quick or the full value.
+/// The workloads the polling and governor stages compare configurations on: a pipe
+/// ping-pong, timer wakeups and an idle system.
+fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
+    // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a run
+    // cannot land in the one-CPU regime where no wake crosses (and polling is moot).
+    let loops = pick(quick, "5000", "20000");
+    let pipe = match caps.cpus_online.as_slice() {
+        [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
+        _ => format!("pipe --loops {loops}"),
+    };
+    vec![
+        workload(&pipe),
+        workload(pick(
+            quick,
+            "wakeup --duration 300ms",
+            "wakeup --duration 1s",
+        )),
+        workload(pick(quick, "idle --duration 1s", "idle --duration 2s")),
+    ]
+}
+
 fn pick<T>(quick: bool, a: T, b: T) -> T {
     if quick {
         a
