@@ -5,8 +5,12 @@
 
 use std::ops::Range;
 
-use crate::model::{field_bytes, uint, Field, FieldKind, LocKind, Trace};
+use crate::model::{field_bytes, uint, Events, Field, FieldKind, LocKind, Trace};
 use arrow_array::builder::make_view;
+
+/// Events handled together by the column builders: their records (~40-70 bytes each) stay
+/// in the L2 cache while each field of each event is read.
+const CHUNK: usize = 2048;
 
 /// Which rows of an event to take: a CPU set and a `[start, end)` timestamp window.
 #[derive(Debug, Clone, Default)]
@@ -274,7 +278,9 @@ impl Trace {
     }
 
     /// The values of several fields of one event at each of `rows`, in one pass over the
-    /// records (each record is read from memory once, for all its fields).
+    /// records (each record is read from memory once, for all its fields). One event's rows
+    /// lie apart in the trace: filling a column at a time over a chunk of them, as
+    /// [`Trace::columns_of_each`] does, ran 4% slower here.
     pub fn columns(&self, fields: &[&Field], rows: &[u32]) -> Vec<Values> {
         let big = self.endian == crate::model::Endian::Big;
         let mut builders: Vec<Builder> = fields
@@ -282,14 +288,13 @@ impl Trace {
             .map(|f| Builder::new(f, self.long_size, rows.len()))
             .collect();
         let ev = &self.events;
-        for (k, &i) in rows.iter().enumerate() {
+        for k in 0..rows.len() {
             if let Some(&ahead) = rows.get(k + crate::model::PREFETCH_AHEAD) {
                 ev.prefetch(ahead as usize);
             }
-            let rec = ev.record(i as usize);
             for b in builders.iter_mut() {
                 // SAFETY: k < rows.len(), the rows each builder was made for, once each.
-                unsafe { b.put(rec, big, k) };
+                unsafe { b.put_rows(ev, &rows[k..k + 1], big, k) };
             }
         }
         // SAFETY: every row was written above.
@@ -345,26 +350,48 @@ impl Trace {
                     .collect(),
             })
             .collect();
-        for i in range {
-            ev.prefetch_ahead(i);
-            let Some(p) = parts.get_mut(slot[ev.id[i] as usize] as usize) else {
-                continue;
-            };
-            let k = p.k;
-            // The counts above make this hold; checked, as the writes below rely on it.
-            assert!(k < p.n, "more rows than counted");
-            p.k += 1;
-            // SAFETY: k < n, the capacity of each vector (huge_vec(n)), each row once.
-            unsafe {
-                p.ts.as_mut_ptr().add(k).write(ev.ts[i]);
-                p.cpu.as_mut_ptr().add(k).write(u32::from(ev.cpu[i]));
-                p.pid.as_mut_ptr().add(k).write(ev.pid[i]);
+        // CHUNK events at a time in file order: their rows sorted by event, then each event's
+        // columns filled over its rows in the chunk. The chunk's records stay in cache
+        // between one event's fields and the next event's, so memory is read in one pass,
+        // and each column's loop has one type (rows of events alternating row by row made
+        // every value a branch the CPU could not predict).
+        let mut local: Vec<Vec<u32>> = vec![Vec::with_capacity(CHUNK); events.len()];
+        let mut start = range.start;
+        while start < range.end {
+            let end = (start + CHUNK).min(range.end);
+            for l in local.iter_mut() {
+                l.clear();
             }
-            let rec = ev.record(i);
-            for b in p.builders.iter_mut() {
-                // SAFETY: as above; the builders were made for n rows.
-                unsafe { b.put(rec, big, k) };
+            for i in start..end {
+                ev.prefetch_ahead(i);
+                if let Some(l) = local.get_mut(slot[ev.id[i] as usize] as usize) {
+                    l.push(i as u32);
+                }
             }
+            for (p, rows) in parts.iter_mut().zip(&local) {
+                if rows.is_empty() {
+                    continue;
+                }
+                let k0 = p.k;
+                // The counts above make this hold; checked, as the writes below rely on it.
+                assert!(k0 + rows.len() <= p.n, "more rows than counted");
+                p.k += rows.len();
+                for (j, &i) in rows.iter().enumerate() {
+                    let i = i as usize;
+                    // SAFETY: k0 + j < n, the capacity of each vector (huge_vec(n)), each
+                    // row once.
+                    unsafe {
+                        p.ts.as_mut_ptr().add(k0 + j).write(ev.ts[i]);
+                        p.cpu.as_mut_ptr().add(k0 + j).write(u32::from(ev.cpu[i]));
+                        p.pid.as_mut_ptr().add(k0 + j).write(ev.pid[i]);
+                    }
+                }
+                for b in p.builders.iter_mut() {
+                    // SAFETY: as above; the builders were made for n rows.
+                    unsafe { b.put_rows(ev, rows, big, k0) };
+                }
+            }
+            start = end;
         }
         parts
             .into_iter()
@@ -506,47 +533,52 @@ impl Builder {
         }
     }
 
-    /// Read `rec` into row `k`.
+    /// Read the records of `rows` (event indices) into rows `k0..k0 + rows.len()`.
     ///
     /// # Safety
-    /// `k` is below the row count the builder was made for ([`Builder::new`]); [`finish`]
-    /// with `rows` follows once rows `0..rows` are each written once.
+    /// Those rows are below the row count the builder was made for ([`Builder::new`]);
+    /// [`finish`] with `rows` follows once rows `0..rows` are each written once, in order.
     ///
     /// [`finish`]: Builder::finish
     #[inline(always)]
-    unsafe fn put(&mut self, rec: &[u8], big: bool, k: usize) {
+    unsafe fn put_rows(&mut self, ev: &Events, rows: &[u32], big: bool, k0: usize) {
         // A row's place is known: no length update and no capacity check per value.
         match self {
             Builder::Int { at: place, out } => {
                 // The column's width is the field's (`int_size`): a fixed-size read per
                 // variant. Past the record's end it reads 0.
                 let o = place.offset;
-                macro_rules! put {
+                macro_rules! fill {
                     ($v:expr, $t:ty) => {{
                         const N: usize = std::mem::size_of::<$t>();
-                        let x = rec
-                            .get(o..)
-                            .and_then(|r| r.first_chunk::<N>())
-                            .map_or(0, |b| {
-                                if big {
-                                    <$t>::from_be_bytes(*b)
-                                } else {
-                                    <$t>::from_le_bytes(*b)
-                                }
-                            });
-                        // SAFETY: the caller's k is within the capacity `new` reserved.
-                        unsafe { $v.as_mut_ptr().add(k).write(x) }
+                        // SAFETY: the caller's rows are within the capacity `new` reserved.
+                        let dst = unsafe { $v.as_mut_ptr().add(k0) };
+                        for (j, &i) in rows.iter().enumerate() {
+                            let x = ev
+                                .record(i as usize)
+                                .get(o..)
+                                .and_then(|r| r.first_chunk::<N>())
+                                .map_or(0, |b| {
+                                    if big {
+                                        <$t>::from_be_bytes(*b)
+                                    } else {
+                                        <$t>::from_le_bytes(*b)
+                                    }
+                                });
+                            // SAFETY: as above.
+                            unsafe { dst.add(j).write(x) }
+                        }
                     }};
                 }
                 match out {
-                    Values::U8(v) => put!(v, u8),
-                    Values::I8(v) => put!(v, i8),
-                    Values::U16(v) => put!(v, u16),
-                    Values::I16(v) => put!(v, i16),
-                    Values::U32(v) => put!(v, u32),
-                    Values::I32(v) => put!(v, i32),
-                    Values::U64(v) => put!(v, u64),
-                    Values::I64(v) => put!(v, i64),
+                    Values::U8(v) => fill!(v, u8),
+                    Values::I8(v) => fill!(v, i8),
+                    Values::U16(v) => fill!(v, u16),
+                    Values::I16(v) => fill!(v, i16),
+                    Values::U32(v) => fill!(v, u32),
+                    Values::I32(v) => fill!(v, i32),
+                    Values::U64(v) => fill!(v, u64),
+                    Values::I64(v) => fill!(v, i64),
                     Values::Str { .. } | Values::List { .. } => {
                         unreachable!("integer columns only")
                     }
@@ -557,13 +589,17 @@ impl Builder {
                 views,
                 buffers,
             } => {
-                let b = place.bytes(rec, big);
-                let v = match short_ascii_of_16(b) {
-                    Some(v) => v,
-                    None => string_view(b, buffers),
-                };
-                // SAFETY: the caller's k is within the capacity `new` reserved.
-                unsafe { views.as_mut_ptr().add(k).write(v) }
+                // SAFETY: the caller's rows are within the capacity `new` reserved.
+                let dst = unsafe { views.as_mut_ptr().add(k0) };
+                for (j, &i) in rows.iter().enumerate() {
+                    let b = place.bytes(ev.record(i as usize), big);
+                    let v = match short_ascii_of_16(b) {
+                        Some(v) => v,
+                        None => string_view(b, buffers),
+                    };
+                    // SAFETY: as above.
+                    unsafe { dst.add(j).write(v) }
+                }
             }
             Builder::List {
                 at: place,
@@ -571,10 +607,12 @@ impl Builder {
                 offsets,
                 out,
             } => {
-                for chunk in place.bytes(rec, big).chunks_exact(*elem) {
-                    out.push_int(uint(chunk, big));
+                for &i in rows {
+                    for chunk in place.bytes(ev.record(i as usize), big).chunks_exact(*elem) {
+                        out.push_int(uint(chunk, big));
+                    }
+                    offsets.push(out.len() as i64);
                 }
-                offsets.push(out.len() as i64);
             }
         }
     }
@@ -823,10 +861,13 @@ mod tests {
         f.offset = 16;
         let mut rec = vec![0u8; 16];
         rec.extend_from_slice(b"pmlab: recording CPU 0\n\0\0");
+        let mut ev = Events::default();
+        ev.raw.extend_from_slice(&rec);
+        ev.push(1, 0, 1, 1, 0, rec.len());
         let mut b = Builder::new(&f, 8, 1);
         // SAFETY: one row, written once.
         let v = unsafe {
-            b.put(&rec, false, 0);
+            b.put_rows(&ev, &[0], false, 0);
             b.finish(1)
         };
         assert_eq!(str_at(&v, 0).as_deref(), Some("pmlab: recording CPU 0\n"));
