@@ -151,7 +151,7 @@ struct Headers {
     header_page: Option<String>,
     ftrace_formats: Vec<String>,
     event_formats: Vec<(String, String)>,
-    kallsyms: Option<String>,
+    kallsyms: Option<KallsymsText>,
     /// Leave kallsyms unread (megabytes of text nobody asked for: no copy, no decompression).
     skip_kallsyms: bool,
     printk: Option<String>,
@@ -161,6 +161,13 @@ struct Headers {
     uname: Option<String>,
     tsc2nsec: bool,
     buffers: Vec<Buffer>,
+}
+
+/// The kallsyms section's text: where it lies in the file (v6), or decoded (v7 sections,
+/// which may be compressed).
+enum KallsymsText {
+    At(std::ops::Range<usize>),
+    Owned(String),
 }
 
 struct Buffer {
@@ -227,7 +234,7 @@ impl Codec {
 /// Parse a whole trace.dat held in memory.
 pub fn parse(bytes: &[u8], opts: &LoadOptions) -> R<Trace> {
     let h = parse_headers(bytes, opts)?;
-    build_trace(bytes, || Raw::from(bytes.to_vec()), h, opts)
+    build_trace(bytes, || Raw::from(bytes.to_vec()), None, h, opts)
 }
 
 /// Parse a mapped trace.dat; uncompressed event data is used in place.
@@ -247,7 +254,7 @@ pub fn parse_mapped(map: std::sync::Arc<memmap2::Mmap>, opts: &LoadOptions) -> R
             }
         }
     }
-    build_trace(bytes, || Raw::mapped(map.clone()), h, opts)
+    build_trace(bytes, || Raw::mapped(map.clone()), Some(&map), h, opts)
 }
 
 fn parse_headers(bytes: &[u8], opts: &LoadOptions) -> R<Headers> {
@@ -341,11 +348,11 @@ fn parse_v6(c: &mut Cur, h: &mut Headers) -> R<()> {
     read_header_files(c, h)?;
     read_ftrace_formats(c, h)?;
     read_event_formats(c, h)?;
-    if h.skip_kallsyms {
-        let n = c.u32("kallsyms")?;
-        c.take(n as usize, "kallsyms")?;
-    } else {
-        h.kallsyms = Some(read_u32_sized(c, "kallsyms")?);
+    let n = c.u32("kallsyms")? as usize;
+    let at = c.pos;
+    c.take(n, "kallsyms")?;
+    if !h.skip_kallsyms {
+        h.kallsyms = Some(KallsymsText::At(at..at + n));
     }
     h.printk = Some(read_u32_sized(c, "printk formats")?);
     let n = c.u64("cmdlines size")?;
@@ -584,7 +591,7 @@ fn parse_v7(c: &mut Cur, h: &mut Headers) -> R<()> {
             16 => read_header_files(&mut s, h)?,
             17 => read_ftrace_formats(&mut s, h)?,
             18 => read_event_formats(&mut s, h)?,
-            19 => h.kallsyms = Some(read_u32_sized(&mut s, "kallsyms")?),
+            19 => h.kallsyms = Some(KallsymsText::Owned(read_u32_sized(&mut s, "kallsyms")?)),
             20 => h.printk = Some(read_u32_sized(&mut s, "printk formats")?),
             21 => {
                 let n = s.u64("cmdlines size")?;
@@ -675,9 +682,11 @@ fn huge_pages_pay() -> bool {
     })
 }
 
+/// `map`: the mapping `bytes` is, when the file is mapped (kallsyms then stays in it).
 fn build_trace(
     bytes: &[u8],
     keep: impl FnOnce() -> Raw,
+    map: Option<&std::sync::Arc<memmap2::Mmap>>,
     mut h: Headers,
     opts: &LoadOptions,
 ) -> R<Trace> {
@@ -716,7 +725,16 @@ fn build_trace(
     // kallsyms (megabytes of text) is parsed on another thread while the events merge.
     let kallsyms_text = h.kallsyms.take().filter(|_| opts.kallsyms);
     let (kallsyms, decoded) = std::thread::scope(|sc| {
-        let kallsyms = kallsyms_text.map(|text| sc.spawn(move || Kallsyms::parse(text)));
+        let kallsyms = kallsyms_text.map(|text| {
+            let map = map.cloned();
+            sc.spawn(move || match (text, map) {
+                (KallsymsText::At(r), Some(map)) => Kallsyms::parse_mapped(map, r),
+                (KallsymsText::At(r), None) => {
+                    Kallsyms::parse(String::from_utf8_lossy(&bytes[r]).into_owned())
+                }
+                (KallsymsText::Owned(t), _) => Kallsyms::parse(t),
+            })
+        });
         let decoded = if opts.events {
             decode_events(bytes, keep, &h, layout, type_off, pid_off)
         } else {

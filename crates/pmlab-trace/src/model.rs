@@ -432,6 +432,7 @@ impl Trace {
     }
 
     /// The bytes of a fixed array or a `__data_loc`/`__rel_loc` field of event `i`.
+    #[inline]
     pub fn bytes_at(&self, i: usize, f: FieldRef) -> &[u8] {
         self.field_bytes(i, f, false)
     }
@@ -442,6 +443,7 @@ impl Trace {
         self.field_bytes(i, f, true)
     }
 
+    #[inline]
     fn field_bytes(&self, i: usize, f: FieldRef, flexible: bool) -> &[u8] {
         let at = (f.offset as usize, f.size as usize, f.loc);
         field_bytes(
@@ -453,6 +455,7 @@ impl Trace {
     }
 
     /// A char array or string field of event `i`, cut at the first NUL.
+    #[inline]
     pub fn str_at(&self, i: usize, f: FieldRef) -> &str {
         let b = self.bytes_at(i, f);
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());

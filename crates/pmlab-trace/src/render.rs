@@ -1139,9 +1139,9 @@ impl<'t> Renderer<'t> {
 
     /// `%pS`-style: symbol (+offset), or the address in hex.
     fn print_function(&self, out: &mut Vec<u8>, addr: u64, with_offset: bool) {
-        match self.funcs.function_at(addr) {
+        match self.funcs.function_bytes_at(addr) {
             Some((a, name)) => {
-                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(name);
                 if with_offset {
                     out.extend_from_slice(b"+0x");
                     push_hex(out, addr.wrapping_sub(a), false);
