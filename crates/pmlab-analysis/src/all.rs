@@ -310,8 +310,13 @@ pub fn needs_kallsyms(only: &[Analysis]) -> bool {
 }
 
 /// What `pmlab analyze` computes for one trace: the analyses of [`run`], and hotplug steps.
+/// As JSON: the report's sections with hotplug beside them, written straight out (no value
+/// tree first: the haltpoll timeline alone is megabytes).
+#[derive(Serialize)]
 pub struct Analyzed {
+    #[serde(flatten)]
     pub report: Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hotplug: Option<Outcome<crate::hotplug::HotplugReport>>,
 }
 
@@ -325,14 +330,6 @@ impl Analyzed {
     /// Every table of every section, as `pmlab analyze --export` writes them.
     pub fn tables(&self) -> Vec<Table> {
         self.sections().into_iter().flat_map(|s| s.tables).collect()
-    }
-    /// The report as JSON, with hotplug beside the others.
-    pub fn json(&self) -> serde_json::Result<serde_json::Value> {
-        let mut v = serde_json::to_value(&self.report)?;
-        if let (Some(h), Some(m)) = (&self.hotplug, v.as_object_mut()) {
-            m.insert("hotplug".into(), serde_json::to_value(h)?);
-        }
-        Ok(v)
     }
 }
 

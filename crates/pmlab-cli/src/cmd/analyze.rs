@@ -8,6 +8,7 @@ use pmlab_analysis::all::{self, Analysis, Analyzed, Extras, Section};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const EXAMPLES: &str = "Examples:
@@ -224,13 +225,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     if args.json {
-        let v = match &base {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        match &base {
             Some(b) => {
-                serde_json::json!({ "report": analyzed.json()?, "baseline": b.json()?, "diff": diffs.iter().flat_map(|d| d.1.clone()).collect::<Vec<_>>() })
+                let diff: Vec<&Table> = diffs.iter().flat_map(|d| &d.1).collect();
+                let v = serde_json::json!({ "report": &analyzed, "baseline": b, "diff": diff });
+                serde_json::to_writer_pretty(&mut out, &v)?;
             }
-            None => analyzed.json()?,
-        };
-        println!("{}", serde_json::to_string_pretty(&v)?);
+            None => serde_json::to_writer_pretty(&mut out, &analyzed)?,
+        }
+        writeln!(out)?;
+        out.flush()?;
     } else {
         println!(
             "{}: {} events, {} CPUs, {:.6} s{}",
