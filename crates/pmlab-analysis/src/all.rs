@@ -185,16 +185,20 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
         || extras.sidecar.is_some();
     let wants_idle_rep = want(Analysis::Idle) || extras.sidecar.is_some();
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
-    // sched, freq and haltpoll on another meanwhile.
-    let (periods, idle_rep, wake, (sched, freq, haltpoll)) = std::thread::scope(|sc| {
+    // sched and freq on another meanwhile, and haltpoll on a third: read once, for its
+    // section and for the replay's recorded poll limits.
+    let (periods, idle_rep, wake, (sched, freq), haltpoll) = std::thread::scope(|sc| {
+        let haltpoll = (want(Analysis::Haltpoll) || want(Analysis::Whatif))
+            .then(|| sc.spawn(|| haltpoll::analyze(trace, opts)));
         let others = sc.spawn(|| {
             (
                 want(Analysis::Sched).then(|| sched::analyze(trace, opts)),
                 want(Analysis::Freq).then(|| freq::analyze(trace, opts)),
-                want(Analysis::Haltpoll).then(|| haltpoll::analyze(trace, opts)),
             )
         });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
+        let haltpoll = haltpoll.map(joined);
+        let limits = haltpoll.as_ref().and_then(|h| h.as_ref().ok());
         let (idle_rep, wake) = std::thread::scope(|sc| {
             // The idle report serves the idle section and the counters cross-check only.
             let idle_rep = sc.spawn(|| {
@@ -209,10 +213,12 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
             // The replay's input comes from the same wakeups walk, with detail.
             let wake = (want(Analysis::Wakeups) || want(Analysis::Whatif)).then(|| {
                 match periods.as_ref().expect("computed") {
-                    Ok(p) if want(Analysis::Whatif) => match replay::prepare_with(trace, opts, p) {
-                        Ok((w, input)) => (Ok(w), Some(Ok(input))),
-                        Err(m) => (wakeups::analyze_with(trace, opts, p), Some(Err(m))),
-                    },
+                    Ok(p) if want(Analysis::Whatif) => {
+                        match replay::prepare_with_limits(trace, opts, p, limits) {
+                            Ok((w, input)) => (Ok(w), Some(Ok(input))),
+                            Err(m) => (wakeups::analyze_with(trace, opts, p), Some(Err(m))),
+                        }
+                    }
                     Ok(p) => (wakeups::analyze_with(trace, opts, p), None),
                     Err(_) => (
                         wakeups::analyze(trace, opts),
@@ -222,8 +228,9 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
             });
             (joined(idle_rep), wake)
         });
-        (periods, idle_rep, wake, joined(others))
+        (periods, idle_rep, wake, joined(others), haltpoll)
     });
+    let haltpoll = haltpoll.filter(|_| want(Analysis::Haltpoll));
     if want(Analysis::Idle) {
         r.idle = idle_rep.clone().map(outcome);
     }

@@ -256,7 +256,7 @@ pub fn prepare(trace: &Trace, opts: &Options) -> Result<Input, Missing> {
 
 fn prepare_spending(trace: &Trace, opts: &Options, spent: Spent) -> Result<Input, Missing> {
     let p = idle::periods(trace, opts).map_err(|_| missing())?;
-    let (rep, d) = prepare_inner(trace, opts, &p, spent)?;
+    let (rep, d) = prepare_inner(trace, opts, &p, spent, Limits::Read)?;
     // Unmapping the periods' tables takes milliseconds the replay need not wait for.
     spent.dispose((p, rep));
     Ok(d)
@@ -269,7 +269,24 @@ pub fn prepare_with(
     opts: &Options,
     p: &Periods,
 ) -> Result<(WakeupsReport, Input), Missing> {
-    prepare_inner(trace, opts, p, Spent::default())
+    prepare_inner(trace, opts, p, Spent::default(), Limits::Read)
+}
+
+/// [`prepare_with`] given the haltpoll analysis the caller has read already (its recorded
+/// poll limits; None where it found none), so `pmlab analyze` reads it once.
+pub fn prepare_with_limits(
+    trace: &Trace,
+    opts: &Options,
+    p: &Periods,
+    limits: Option<&haltpoll::HaltpollReport>,
+) -> Result<(WakeupsReport, Input), Missing> {
+    prepare_inner(trace, opts, p, Spent::default(), Limits::Given(limits))
+}
+
+/// The trace's recorded poll limits: read here, or given.
+enum Limits<'a> {
+    Read,
+    Given(Option<&'a haltpoll::HaltpollReport>),
 }
 
 fn prepare_inner(
@@ -277,6 +294,7 @@ fn prepare_inner(
     opts: &Options,
     p: &Periods,
     spent: Spent,
+    limits: Limits,
 ) -> Result<(WakeupsReport, Input), Missing> {
     let need = [("sched", "sched_waking"), ("ipi", "ipi_send_cpu")];
     let absent: Vec<String> = need
@@ -297,11 +315,16 @@ fn prepare_inner(
         });
     }
     // The haltpoll timeline does not depend on the wakeups walk: it is read beside it.
-    let (walked, limits) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| haltpoll::analyze(trace, opts).ok());
+    let (walked, read) = std::thread::scope(|sc| {
+        let h = matches!(limits, Limits::Read)
+            .then(|| sc.spawn(|| haltpoll::analyze(trace, opts).ok()));
         let w = wakeups::analyze_detailed(trace, opts, p);
-        (w, crate::all::joined(h))
+        (w, h.and_then(crate::all::joined))
     });
+    let limits = match limits {
+        Limits::Given(l) => l,
+        Limits::Read => read.as_ref(),
+    };
     let (rep, d) = walked.map_err(|_| missing())?;
     let input = build(trace, opts, p, &d, limits);
     // As in `prepare`: the walk's detail is freed off the replay's path.
@@ -314,7 +337,7 @@ fn build(
     opts: &Options,
     p: &Periods,
     d: &WakeDetails,
-    limits: Option<haltpoll::HaltpollReport>,
+    limits: Option<&haltpoll::HaltpollReport>,
 ) -> Input {
     let mut notes = Vec::new();
     // The poll state: named POLL, else state 0 where the haltpoll driver is seen.
@@ -324,7 +347,7 @@ fn build(
         .and_then(|s| s.iter().find(|(_, i)| i.name == "POLL").map(|(k, _)| *k))
         .or_else(|| trace.event_id("power", "guest_halt_poll_ns").map(|_| 0u32));
     let mut trace_limits: BTreeMap<u32, Vec<LimitChange>> = BTreeMap::new();
-    if let Some(h) = &limits {
+    if let Some(h) = limits {
         for c in &h.timeline {
             trace_limits.entry(c.cpu).or_default().push(LimitChange {
                 ts: p.t0 + (c.at_s * 1e9).round() as u64,
