@@ -655,20 +655,36 @@ pub fn huge_vec<T>(cap: usize) -> Vec<T> {
     let bytes = cap * std::mem::size_of::<T>();
     if bytes >= 4 << 20 && huge_pages_pay() {
         let start = v.as_ptr() as usize;
-        let aligned = (start + 4095) & !4095;
-        let end = (start + bytes) & !4095;
-        if end > aligned {
-            // SAFETY: advisory call on memory this Vec owns; failure is harmless.
-            let _ = unsafe {
-                rustix::mm::madvise(
-                    aligned as *mut std::ffi::c_void,
-                    end - aligned,
-                    rustix::mm::Advice::LinuxHugepage,
-                )
-            };
-        }
+        // SAFETY: memory this Vec owns; the advice changes no bytes.
+        unsafe { advise_inside(start, start + bytes, rustix::mm::Advice::LinuxHugepage) };
     }
     v
+}
+
+/// `madvise` over the whole pages inside `[start, end)`; a failure (an older kernel) is
+/// harmless, as this is advice.
+///
+/// # Safety
+/// The range lies in memory the caller owns and keeps alive for the call, and `advice`
+/// changes none of its bytes.
+unsafe fn advise_inside(start: usize, end: usize, advice: rustix::mm::Advice) {
+    let (start, end) = ((start + 4095) & !4095, end & !4095);
+    if end > start {
+        // SAFETY: the caller's promise, for whole pages inside its range.
+        let _ = unsafe { rustix::mm::madvise(start as *mut std::ffi::c_void, end - start, advice) };
+    }
+}
+
+/// A job that maps in the pages of `v`'s spare capacity (MADV_POPULATE_WRITE), for another
+/// thread to run while this one works on something else: filling the vector then takes no
+/// page faults. It pays only while `v` is alive and ungrown (a scoped thread joined before
+/// `v` is filled); run later, it maps pages in uselessly or fails, and changes no bytes.
+pub fn populate_job<T>(v: &Vec<T>) -> impl FnOnce() + Send + 'static {
+    let start = v.as_ptr() as usize + v.len() * std::mem::size_of::<T>();
+    let end = v.as_ptr() as usize + v.capacity() * std::mem::size_of::<T>();
+    // SAFETY: populating maps pages in as a write would, without writing: no bytes change,
+    // whatever the range holds when the job runs, and an unmapped range fails harmlessly.
+    move || unsafe { advise_inside(start, end, rustix::mm::Advice::LinuxPopulateWrite) }
 }
 
 /// Whether asking for huge pages pays: not in a guest whose host takes free memory back
