@@ -656,23 +656,28 @@ pub fn huge_vec<T>(cap: usize) -> Vec<T> {
     if bytes >= 4 << 20 && huge_pages_pay() {
         let start = v.as_ptr() as usize;
         // SAFETY: memory this Vec owns; the advice changes no bytes.
-        unsafe { advise_inside(start, start + bytes, rustix::mm::Advice::LinuxHugepage) };
+        let _ = unsafe { advise_inside(start, start + bytes, rustix::mm::Advice::LinuxHugepage) };
     }
     v
 }
 
-/// `madvise` over the whole pages inside `[start, end)`; a failure (an older kernel) is
-/// harmless, as this is advice.
+/// `madvise` over the whole pages inside `[start, end)` (none: Ok). Callers that only advise
+/// ignore a failure (an older kernel); the prefault helper stops on one.
 ///
 /// # Safety
 /// The range lies in memory the caller owns and keeps alive for the call, and `advice`
 /// changes none of its bytes.
-unsafe fn advise_inside(start: usize, end: usize, advice: rustix::mm::Advice) {
+pub(crate) unsafe fn advise_inside(
+    start: usize,
+    end: usize,
+    advice: rustix::mm::Advice,
+) -> rustix::io::Result<()> {
     let (start, end) = ((start + 4095) & !4095, end & !4095);
-    if end > start {
-        // SAFETY: the caller's promise, for whole pages inside its range.
-        let _ = unsafe { rustix::mm::madvise(start as *mut std::ffi::c_void, end - start, advice) };
+    if end <= start {
+        return Ok(());
     }
+    // SAFETY: the caller's promise, for whole pages inside its range.
+    unsafe { rustix::mm::madvise(start as *mut std::ffi::c_void, end - start, advice) }
 }
 
 /// A job that maps in the pages of `v`'s spare capacity (MADV_POPULATE_WRITE), for another
@@ -684,7 +689,9 @@ pub fn populate_job<T>(v: &Vec<T>) -> impl FnOnce() + Send + 'static {
     let end = v.as_ptr() as usize + v.capacity() * std::mem::size_of::<T>();
     // SAFETY: populating maps pages in as a write would, without writing: no bytes change,
     // whatever the range holds when the job runs, and an unmapped range fails harmlessly.
-    move || unsafe { advise_inside(start, end, rustix::mm::Advice::LinuxPopulateWrite) }
+    move || {
+        let _ = unsafe { advise_inside(start, end, rustix::mm::Advice::LinuxPopulateWrite) };
+    }
 }
 
 /// Whether asking for huge pages pays: not in a guest whose host takes free memory back

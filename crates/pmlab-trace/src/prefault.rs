@@ -89,16 +89,7 @@ fn populate(c: &Column, lo: usize, hi: usize) -> rustix::io::Result<()> {
     const PAGE: usize = 4096;
     let start = (c.addr + lo * c.size) & !(PAGE - 1);
     let end = (c.addr + hi * c.size).div_ceil(PAGE) * PAGE;
-    if end <= start {
-        return Ok(());
-    }
     // SAFETY: the range lies in pages of a buffer the writer owns and keeps alive until
     // this helper is joined (Drop); populating maps pages and never changes their bytes.
-    unsafe {
-        rustix::mm::madvise(
-            start as *mut std::ffi::c_void,
-            end - start,
-            rustix::mm::Advice::LinuxPopulateWrite,
-        )
-    }
+    unsafe { crate::dat::advise_inside(start, end, rustix::mm::Advice::LinuxPopulateWrite) }
 }
