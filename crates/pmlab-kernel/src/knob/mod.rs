@@ -268,24 +268,7 @@ pub fn list(root: &Root) -> Vec<KnobInfo> {
         match d.name {
             "cpuidle.{STATE}.disable" => {
                 for cpu in resolve::cpus(root) {
-                    let dir = root.path(&format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle"));
-                    let mut states: Vec<(u32, String)> = std::fs::read_dir(dir)
-                        .map(|rd| {
-                            rd.flatten()
-                                .filter_map(|e| {
-                                    let k = e
-                                        .file_name()
-                                        .to_str()?
-                                        .strip_prefix("state")?
-                                        .parse()
-                                        .ok()?;
-                                    let n = std::fs::read_to_string(e.path().join("name")).ok()?;
-                                    Some((k, n.trim().to_string()))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    states.sort();
+                    let states = resolve::idle_states(root, cpu).unwrap_or_default();
                     for (k, n) in states {
                         let n = if n.is_empty() || n.contains('.') {
                             format!("state{k}")

@@ -129,18 +129,12 @@ pub fn cpuidle_driver(root: &Root) -> String {
         .unwrap_or_else(|_| "none".into())
 }
 
-/// The `stateK` directory of idle state `name` (by name, or `stateK` itself) on `cpu`.
-fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
+/// The idle states of `cpu` as (K of `stateK`, name), by K; an unreadable name is empty.
+/// None when the CPU has no cpuidle directory.
+pub(crate) fn idle_states(root: &Root, cpu: u32) -> Option<Vec<(u32, String)>> {
     let dir = root.path(&format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle"));
-    let mut names = Vec::new();
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        let driver = cpuidle_driver(root);
-        return Err(format!(
-            "cpu{cpu} has no idle states (cpuidle driver: {driver}; idle is the arch default, \
-             idle-state knobs do not exist here)"
-        ));
-    };
-    let mut states: Vec<(u32, String)> = rd
+    let mut states: Vec<(u32, String)> = std::fs::read_dir(dir)
+        .ok()?
         .flatten()
         .filter_map(|e| {
             let k = e
@@ -154,6 +148,19 @@ fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
         })
         .collect();
     states.sort();
+    Some(states)
+}
+
+/// The `stateK` directory of idle state `name` (by name, or `stateK` itself) on `cpu`.
+fn idle_state_dir(root: &Root, cpu: u32, name: &str) -> Result<String, String> {
+    let mut names = Vec::new();
+    let Some(states) = idle_states(root, cpu) else {
+        let driver = cpuidle_driver(root);
+        return Err(format!(
+            "cpu{cpu} has no idle states (cpuidle driver: {driver}; idle is the arch default, \
+             idle-state knobs do not exist here)"
+        ));
+    };
     for (k, n) in &states {
         if name == format!("state{k}") || n == name {
             return Ok(format!("state{k}"));
