@@ -455,45 +455,36 @@ impl Instance {
             if registry.iter().any(|l| l.dir == dir) {
                 continue;
             }
-            match fs::create_dir(&dir) {
-                Ok(()) => {
-                    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-                    registry.push(LiveInstance {
-                        id,
-                        dir: dir.clone(),
-                        before_remove: None,
-                    });
-                    return Ok(Instance {
-                        name,
-                        dir,
-                        id,
-                        removed: false,
-                    });
-                }
+            let created = match fs::create_dir(&dir) {
+                Ok(()) => true,
                 // Ours from an earlier, unregistered life of this pid: it is stale.
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let _ = remove_instance_dir(&dir);
-                    if !dir.exists() {
-                        match fs::create_dir(&dir) {
-                            Ok(()) => {
-                                let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-                                registry.push(LiveInstance {
-                                    id,
-                                    dir: dir.clone(),
-                                    before_remove: None,
-                                });
-                                return Ok(Instance {
-                                    name,
-                                    dir,
-                                    id,
-                                    removed: false,
-                                });
-                            }
-                            Err(source) => return Err(TracefsError::Io { path: dir, source }),
-                        }
+                    if dir.exists() {
+                        false
+                    } else {
+                        fs::create_dir(&dir).map_err(|source| TracefsError::Io {
+                            path: dir.clone(),
+                            source,
+                        })?;
+                        true
                     }
                 }
                 Err(source) => return Err(TracefsError::Io { path: dir, source }),
+            };
+            if created {
+                let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                registry.push(LiveInstance {
+                    id,
+                    dir: dir.clone(),
+                    before_remove: None,
+                });
+                return Ok(Instance {
+                    name,
+                    dir,
+                    id,
+                    removed: false,
+                });
             }
         }
         Err(TracefsError::Io {
