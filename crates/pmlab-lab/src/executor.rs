@@ -105,6 +105,11 @@ pub trait Executor {
     fn snapshot(&mut self, experiment: &Experiment) -> SystemSnapshot;
     /// Put the machine in this configuration: as found, plus its knobs.
     fn configure(&mut self, configuration: &Configuration) -> Result<(), ExecError>;
+    /// Let the machine settle before a run (the protocol's `Budget::settle`). Executors that
+    /// run nothing on the machine (the fake one, simulations) have nothing to wait for.
+    fn settle(&mut self, _duration: Duration) -> Result<(), RunError> {
+        Ok(())
+    }
     /// One measured run of a workload in the current configuration. The error is recorded.
     fn run(&mut self, workload: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError>;
     /// Run a hook command (default: `sh -c COMMAND`, failing on a non-zero exit).
@@ -188,9 +193,12 @@ pub enum FakeDistribution {
 /// Keys: `mean` (100), `sd` (1, in metric units), `drift` (0, added per run started, warm-ups
 /// included), `dist` (`normal` | `lognormal`), `seed` (the experiment seed), `fail_at` (a run
 /// sequence number that fails), `sleep_ms` (0, per run), `log` (a file that gets one line per
-/// event), `direction` (`lower` | `higher`), `unit` (`us/op`).
+/// event), `direction` (`lower` | `higher`), `unit` (`us/op`), `regimes` (`1`: each run also
+/// reports `same_cpu_share`, 1 for a run of the second mode and 0 otherwise, as `pipe` does).
 /// Configurations set per-configuration values with knobs `fake.mean=X`, `fake.sd=X`,
-/// `fake.fail=1` (every run fails); any other knob is refused as unknown, like the real one.
+/// `fake.fail=1` (every run fails), `fake.mode2=X` and `fake.mode2_share=P` (a second
+/// population with mean X drawn with probability P: a bimodal metric); any other knob is
+/// refused as unknown, like the real one.
 #[derive(Debug, Clone)]
 pub struct FakeSpec {
     pub mean: f64,
@@ -203,6 +211,8 @@ pub struct FakeSpec {
     pub log: Option<PathBuf>,
     pub direction: Direction,
     pub unit: String,
+    /// Report the mode of each run as a `pipe`-style regime.
+    pub regimes: bool,
 }
 
 impl FakeSpec {
@@ -218,6 +228,7 @@ impl FakeSpec {
             log: None,
             direction: Direction::Lower,
             unit: "us/op".into(),
+            regimes: false,
         };
         let bad = |item: &str, why: &str| {
             ExecError::Invalid(format!("fake executor spec `{item}`: {why}"))
@@ -252,6 +263,7 @@ impl FakeSpec {
                     }
                 }
                 "unit" => spec.unit = value.to_string(),
+                "regimes" => spec.regimes = number()? != 0.0,
                 _ => return Err(bad(item, "unknown key")),
             }
         }
@@ -310,7 +322,13 @@ impl FakeExecutor {
 }
 
 /// Knob names the fake executor gives a meaning to.
-const FAKE_KNOBS: &[&str] = &["fake.mean", "fake.sd", "fake.fail"];
+const FAKE_KNOBS: &[&str] = &[
+    "fake.mean",
+    "fake.sd",
+    "fake.fail",
+    "fake.mode2",
+    "fake.mode2_share",
+];
 
 impl Executor for FakeExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
@@ -379,7 +397,12 @@ impl Executor for FakeExecutor {
                 context.sequence
             )));
         }
-        let mean = self.knob("fake.mean").unwrap_or(self.spec.mean);
+        // The second mode is drawn only where one is asked for: other streams stay as they were.
+        let second = match (self.knob("fake.mode2"), self.knob("fake.mode2_share")) {
+            (Some(m), Some(p)) => (self.rng.random::<f64>() < p).then_some(m),
+            _ => None,
+        };
+        let mean = second.unwrap_or(self.knob("fake.mean").unwrap_or(self.spec.mean));
         let sd = self.knob("fake.sd").unwrap_or(self.spec.sd);
         let noise = match self.spec.distribution {
             FakeDistribution::Normal => sd * z,
@@ -387,13 +410,23 @@ impl Executor for FakeExecutor {
             FakeDistribution::LogNormal => mean * ((sd / mean * z).exp() - 1.0),
         };
         let value = mean + self.spec.drift * context.sequence as f64 + noise;
+        let mut metrics = vec![Metric::new(
+            "fake.time",
+            value,
+            self.spec.unit.clone(),
+            self.spec.direction,
+        )];
+        if self.spec.regimes {
+            let share = if second.is_some() { 1.0 } else { 0.0 };
+            metrics.push(Metric::new(
+                pmlab_workload::placement::SAME_CPU_SHARE,
+                share,
+                "",
+                Direction::Neutral,
+            ));
+        }
         Ok(RunOutput {
-            metrics: vec![Metric::new(
-                "fake.time",
-                value,
-                self.spec.unit.clone(),
-                self.spec.direction,
-            )],
+            metrics,
             side_metrics: vec![
                 Metric::new(
                     "fake.idle_residency",

@@ -109,6 +109,7 @@ pub fn parquet_tables(e: &StoredExperiment) -> Vec<(&'static str, Table)> {
         .with("target_ci", Column::double([i.target_ci]))
         .with("max_runs", Column::Int64(vec![i.max_runs]))
         .with("max_time_s", Column::Double(vec![i.max_time_s]))
+        .with("settle_s", Column::Double(vec![i.settle_s]))
         .with(
             "reference",
             Column::utf8([e

@@ -266,7 +266,12 @@ impl Lab {
 
     /// `pmlab run`: a plan of one configuration (the machine as found plus `knobs`) and
     /// one run, with counter side metrics; the knobs are restored on every path.
-    pub fn run_once(&self, spec: &WorkloadSpec, knobs: &[String]) -> Result<OneRun, LabError> {
+    pub fn run_once(
+        &self,
+        spec: &WorkloadSpec,
+        knobs: &[String],
+        settle: std::time::Duration,
+    ) -> Result<OneRun, LabError> {
         spec.validate()?;
         let mut notes = Vec::new();
         let knob_backend: Box<dyn Knobs> = if knobs.is_empty() {
@@ -291,7 +296,11 @@ impl Lab {
         };
         exec.configure(&configuration)?;
         notes.extend(pmlab_kernel::knob::effect_notes(&self.root, knobs));
-        let out = exec.run_spec(spec, &RunContext::single());
+        let out = match pmlab_workload::settle(pmlab_kernel::Nanos(settle.as_nanos() as u64)) {
+            Ok(true) => Err(WorkloadError::Cancelled),
+            Ok(false) => exec.run_spec(spec, &RunContext::single()),
+            Err(e) => Err(e),
+        };
         exec.restore()?;
         match out {
             Ok((result, side_metrics, _)) => Ok(OneRun {

@@ -202,6 +202,13 @@ impl Probe for SourcesProbe<'_> {
 }
 
 impl Executor for MachineExecutor {
+    fn settle(&mut self, duration: std::time::Duration) -> Result<(), RunError> {
+        match pmlab_workload::settle(pmlab_kernel::Nanos(duration.as_nanos() as u64))? {
+            true => Err(pmlab_workload::WorkloadError::Cancelled.into()),
+            false => Ok(()),
+        }
+    }
+
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
         let mut specs = Vec::new();
         for w in &experiment.workloads {

@@ -19,9 +19,13 @@
 //! [`RunError::Fatal`] is stored and ends the experiment.
 //!
 //! Order of calls on the executor: validate → snapshot → setup hook → for every run
-//! (configure → prepare hook → run) → cleanup hook → restore. Restore runs on every exit path.
+//! (configure → prepare hook → settle → run) → cleanup hook → restore. Restore runs on every
+//! exit path. The settle (`Budget::settle`) is idle time on the machine before each run.
+//! The early "decided" stop also needs each compared pair to be one population (one regime,
+//! one mode: `crate::populations`); mixed runs go on to the budget.
 
 use crate::executor::{ExecError, Executor, HookKind, RunContext, RunError, RunOutput};
+use crate::populations;
 use crate::spec::{Budget, Experiment, Kind, Order, DEFAULT_MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::{self, Summary};
 use crate::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoreError};
@@ -168,6 +172,8 @@ struct Unit {
 struct State {
     units: Vec<Unit>,
     samples: Vec<Vec<f64>>,
+    /// The regime of each sample, as the run reported it.
+    regimes: Vec<Vec<Option<pmlab_workload::Regime>>>,
     failures: Vec<usize>,
     measured: usize,
     failed: usize,
@@ -201,6 +207,7 @@ pub fn run_experiment(
         .collect();
     let mut state = State {
         samples: vec![Vec::new(); units.len()],
+        regimes: vec![Vec::new(); units.len()],
         failures: vec![0; units.len()],
         units,
         measured: 0,
@@ -369,6 +376,7 @@ fn measure(
                 if let Some(cmd) = &experiment.hooks.prepare {
                     executor.hook(HookKind::Prepare, cmd)?;
                 }
+                executor.settle(budget.settle)?;
                 executor.run(workload, &context)
             })();
             let fatal = matches!(result, Err(RunError::Fatal(_)));
@@ -390,7 +398,10 @@ fn measure(
                 state.measured += 1;
                 state.run_durations.push(duration);
                 match status {
-                    RunStatus::Ok => state.samples[u].push(output.metrics[0].value),
+                    RunStatus::Ok => {
+                        state.samples[u].push(output.metrics[0].value);
+                        state.regimes[u].push(pmlab_workload::Regime::of_result(&output.metrics));
+                    }
                     _ => {
                         state.failed += 1;
                         state.failures[u] += 1;
@@ -437,6 +448,16 @@ fn measure(
             state.round_durations.push(round_started.elapsed());
         }
         round += 1;
+    }
+}
+
+impl State {
+    fn runs(&self, u: usize) -> Vec<populations::Run> {
+        self.samples[u]
+            .iter()
+            .zip(&self.regimes[u])
+            .map(|(&value, &regime)| populations::Run { value, regime })
+            .collect()
     }
 }
 
@@ -500,8 +521,10 @@ fn should_stop(
             }) else {
                 return false;
             };
-            stats::relative_change(&state.samples[r], &state.samples[u], DECIDED_CONFIDENCE)
-                .is_some_and(|c| c.excludes_zero())
+            // A decision across regimes or modes is no decision (`crate::populations`).
+            populations::comparable(&state.runs(r), &state.runs(u))
+                && stats::relative_change(&state.samples[r], &state.samples[u], DECIDED_CONFIDENCE)
+                    .is_some_and(|c| c.excludes_zero())
         });
         if decided {
             return Some(StopReason::Decided);
@@ -613,6 +636,139 @@ mod tests {
             pmlab_kernel::Direction::Lower,
             true,
         )
+    }
+
+    /// A compare of a bimodal reference (`fake.mode2` with share `p`) with a unimodal sample,
+    /// its verdict read back as reports make it.
+    fn bimodal_compare(fake: &str, a: &str, b: &str) -> crate::stats::Comparison {
+        let (_d, mut store) = store();
+        let exp = experiment(&[("a", a), ("b", b)]);
+        let budget = Budget {
+            seed: 3,
+            max_runs: Some(20),
+            target_ci: 1e-9,
+            settle: Duration::ZERO,
+            ..Budget::default()
+        };
+        let mut fake = FakeExecutor::new(FakeSpec::parse(fake).unwrap(), 3);
+        let out = run_experiment(
+            &mut store,
+            &mut fake,
+            &exp,
+            &budget,
+            "t",
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .unwrap();
+        assert_eq!(
+            out.runs, 20,
+            "a mixed population never stops early as decided"
+        );
+        let e = store.load(out.experiment_id).unwrap();
+        populations::compare(
+            &e.runs_of(0, 0, "fake.time"),
+            &e.runs_of(0, 1, "fake.time"),
+            pmlab_kernel::Direction::Lower,
+            true,
+        )
+    }
+
+    #[test]
+    fn named_regimes_give_a_verdict_only_within_one() {
+        // Half of a's runs in each regime (40 on two CPUs, 5 on one); b always on two CPUs.
+        let c = bimodal_compare(
+            "sd=0.5,regimes=1",
+            "fake.mean=40 fake.mode2=5 fake.mode2_share=0.5",
+            "fake.mean=7",
+        );
+        assert_eq!(c.by_regime.len(), 1, "{}", c.verdict);
+        assert_eq!(c.by_regime[0].regime, Some(pmlab_workload::Regime::TwoCpus));
+        assert!(c.verdict.contains("within two CPUs runs"), "{}", c.verdict);
+        // The change is the within-regime one (7 against 40), not across both (7 against ~22).
+        let rel = c.relative.unwrap().change;
+        assert!((rel - (7.0 / 40.0 - 1.0)).abs() < 0.02, "{rel}");
+    }
+
+    #[test]
+    fn regimes_with_nothing_in_common_are_inconclusive() {
+        // a always on two CPUs, b always on one.
+        let c = bimodal_compare(
+            "sd=0.5,regimes=1",
+            "fake.mean=40",
+            "fake.mean=7 fake.mode2=5 fake.mode2_share=1",
+        );
+        assert_eq!(c.outcome, crate::stats::Outcome::Inconclusive);
+        assert!(
+            c.verdict.starts_with("inconclusive: mixed regimes"),
+            "{}",
+            c.verdict
+        );
+    }
+
+    #[test]
+    fn an_unnamed_bimodal_metric_is_inconclusive() {
+        let c = bimodal_compare(
+            "sd=0.5",
+            "fake.mean=40 fake.mode2=5 fake.mode2_share=0.5",
+            "fake.mean=7",
+        );
+        assert_eq!(c.outcome, crate::stats::Outcome::Inconclusive);
+        assert!(c.verdict.contains("bimodal"), "{}", c.verdict);
+    }
+
+    #[test]
+    fn the_machine_settles_before_every_run() {
+        struct Settles(Vec<String>);
+        impl Executor for Settles {
+            fn validate(&mut self, _: &Experiment) -> Result<(), ExecError> {
+                Ok(())
+            }
+            fn snapshot(&mut self, _: &Experiment) -> SystemSnapshot {
+                SystemSnapshot::default()
+            }
+            fn configure(&mut self, _: &Configuration) -> Result<(), ExecError> {
+                self.0.push("configure".into());
+                Ok(())
+            }
+            fn settle(&mut self, d: Duration) -> Result<(), RunError> {
+                self.0.push(format!("settle {}", d.as_millis()));
+                Ok(())
+            }
+            fn run(&mut self, _: &WorkloadDef, _: &RunContext) -> Result<RunOutput, RunError> {
+                self.0.push("run".into());
+                Ok(one_metric())
+            }
+            fn restore(&mut self) -> Result<(), ExecError> {
+                Ok(())
+            }
+        }
+        let (_d, mut store) = store();
+        let exp = experiment(&[("a", ""), ("b", "")]);
+        let budget = Budget {
+            max_runs: Some(6),
+            target_ci: 1e-9,
+            settle: Duration::from_millis(150),
+            ..Budget::default()
+        };
+        let mut exec = Settles(Vec::new());
+        let out = run_experiment(
+            &mut store,
+            &mut exec,
+            &exp,
+            &budget,
+            "t",
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .unwrap();
+        // Two warm-ups and six runs, each: configure, settle, run.
+        let expected: Vec<String> = (0..8)
+            .flat_map(|_| ["configure", "settle 150", "run"].map(String::from))
+            .collect();
+        assert_eq!(exec.0, expected);
+        let e = store.load(out.experiment_id).unwrap();
+        assert_eq!(e.info.settle_s, Some(0.15));
     }
 
     #[test]

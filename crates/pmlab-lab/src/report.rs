@@ -2,6 +2,7 @@
 //! the primary metric's summary and verdict against its baseline, side metrics beside it, and
 //! the knee of a sweep. Renderers (`render`) turn a [`Report`] into text.
 
+use crate::populations::{self, Population, Run};
 use crate::stats::{self, Comparison, Summary};
 use crate::store::{format_time, MetricInfo, RunStatus, StoredExperiment};
 use crate::system::SystemSnapshot;
@@ -120,6 +121,8 @@ pub struct Row {
     pub side: Vec<SideCell>,
     /// Raw primary values in run order (for JSON consumers).
     pub values: Vec<f64>,
+    /// The runs by the regime each measured, and whether the gap rule found two modes.
+    pub population: Population,
 }
 
 /// The knee of a sweep, by label.
@@ -212,6 +215,11 @@ impl Source<'_> {
         self.experiment
             .samples(self.workload, self.configuration, metric)
     }
+
+    fn runs(&self, metric: MetricKey) -> Vec<Run> {
+        self.experiment
+            .runs_of(self.workload, self.configuration, metric)
+    }
 }
 
 fn build_rows(
@@ -224,12 +232,13 @@ fn build_rows(
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let values = primary.map(|p| s.samples(p.key())).unwrap_or_default();
+            let runs = primary.map(|p| s.runs(p.key())).unwrap_or_default();
+            let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
             let baseline = baselines[i].map(|b| &sources[b]);
             let comparison = match (primary, baseline) {
-                (Some(p), Some(b)) => Some(stats::compare(
-                    &b.samples(p.key()),
-                    &values,
+                (Some(p), Some(b)) => Some(populations::compare(
+                    &b.runs(p.key()),
+                    &runs,
                     p.direction,
                     true,
                 )),
@@ -275,6 +284,7 @@ fn build_rows(
                 comparison,
                 side,
                 values,
+                population: Population::of(&runs),
             }
         })
         .collect()
@@ -332,6 +342,36 @@ fn notes_for(rows: &[Row], workload: &str, multi: bool) -> Vec<String> {
                     s.outliers.len()
                 ));
             }
+        }
+        if r.population.regimes.len() > 1 {
+            let unit = |g: &populations::RegimeGroup| fmt_num(g.summary.mean);
+            notes.push(format!(
+                "{prefix}{}: runs in {} regimes: {} (no verdict across regimes)",
+                r.label,
+                r.population.regimes.len(),
+                r.population
+                    .regimes
+                    .iter()
+                    .map(|g| format!(
+                        "{} {} (mean {})",
+                        g.regime.map(|x| x.as_str()).unwrap_or("no regime"),
+                        g.summary.n,
+                        unit(g)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Some((_, m)) = &r.population.bimodal {
+            notes.push(format!(
+                "{prefix}{}: bimodal runs by the gap rule ({} around {}, {} around {}): \
+                 something the experiment did not control split them",
+                r.label,
+                m.lower_n,
+                fmt_num(m.lower_median),
+                m.upper_n,
+                fmt_num(m.upper_median)
+            ));
         }
         if let Some(c) = &r.comparison {
             if let Some(m) = &c.mann_whitney {
@@ -659,6 +699,14 @@ impl WorkloadReport {
             "verdict".into(),
         ];
         let mut right = vec![false, true, true, true, false];
+        // The regime beside the metric, for workloads that name one (or samples with two modes).
+        let regimes: Vec<String> = self.rows.iter().map(|r| r.population.describe()).collect();
+        let show_regime = regimes.iter().any(|r| !r.is_empty());
+        if show_regime {
+            headers.insert(2, "regime".into());
+            right.insert(2, false);
+        }
+        let verdict_col = if show_regime { 5 } else { 4 };
         let inline = self.side_metrics.len().min(INLINE_SIDE_METRICS);
         for k in &self.side_metrics[..inline] {
             headers.push(if compact {
@@ -674,10 +722,10 @@ impl WorkloadReport {
             .filter(|b| baselines.iter().all(|x| x == *b))
             .map(|b| (*b).clone());
         if let Some(b) = &single_baseline {
-            headers[4] = format!("vs {b}");
+            headers[verdict_col] = format!("vs {b}");
         }
         let mut rows = Vec::new();
-        for r in &self.rows {
+        for (r, regime) in self.rows.iter().zip(regimes) {
             let mut label = r.label.clone();
             if self.knee.as_ref().is_some_and(|k| k.label == r.label) {
                 label.push_str(" (knee)");
@@ -706,6 +754,9 @@ impl WorkloadReport {
                     .unwrap_or_else(|| "-".into()),
                 verdict,
             ];
+            if show_regime {
+                cells.insert(2, regime);
+            }
             for c in &r.side[..inline] {
                 cells.push(
                     c.summary

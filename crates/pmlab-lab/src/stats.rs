@@ -477,6 +477,8 @@ pub enum Outcome {
     NoSignificantChange,
     /// Too few samples to say anything.
     Undetermined,
+    /// The runs are not one population (mixed regimes, or two modes): no verdict across them.
+    Inconclusive,
 }
 
 /// A sample compared with the reference sample.
@@ -489,6 +491,10 @@ pub struct Comparison {
     pub skewed: bool,
     pub outcome: Outcome,
     pub verdict: String,
+    /// Comparisons within each regime both sides ran in (`crate::populations`), when the runs
+    /// were not one population.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_regime: Vec<crate::populations::RegimeComparison>,
 }
 
 fn pct(x: f64) -> String {
@@ -538,6 +544,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
             skewed,
             outcome: Outcome::Undetermined,
             verdict: "undetermined (need at least 2 runs each)".into(),
+            by_regime: Vec::new(),
         };
     };
     let mwu_agrees = !matches!(mann_whitney, Some(m) if m.p >= ALPHA);
@@ -560,6 +567,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
             skewed,
             outcome: Outcome::NoSignificantChange,
             verdict,
+            by_regime: Vec::new(),
         };
     }
     let increased = rel.change > 0.0;
@@ -599,6 +607,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
         skewed,
         outcome,
         verdict,
+        by_regime: Vec::new(),
     }
 }
 

@@ -109,6 +109,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE UNIQUE INDEX experiments_by_uid ON experiments(uid);
      ALTER TABLE system ADD COLUMN kernel_build TEXT NOT NULL DEFAULT '';
      ALTER TABLE system ADD COLUMN pmlab_version TEXT NOT NULL DEFAULT '';",
+    // 5 → 6: the idle time before each measured run (NULL: not recorded, older versions).
+    "ALTER TABLE experiments ADD COLUMN settle_s REAL;",
 ];
 
 /// The schema version this build writes.
@@ -277,6 +279,8 @@ pub struct ExperimentInfo {
     pub target_ci: f64,
     pub max_runs: Option<i64>,
     pub max_time_s: Option<f64>,
+    /// Idle time before each measured run (None: not recorded by the pmlab that ran it).
+    pub settle_s: Option<f64>,
     pub reference: usize,
     pub configurations: usize,
     pub workloads: usize,
@@ -343,6 +347,18 @@ pub struct StoredExperiment {
     pub swept: Vec<String>,
 }
 
+impl StoredRun {
+    /// The regime the run measured, when its workload reports one.
+    pub fn regime(&self) -> Option<pmlab_workload::Regime> {
+        pmlab_workload::Regime::of_metrics(
+            self.metrics
+                .iter()
+                .filter(|m| !m.side && m.cpu.is_none())
+                .map(|m| (m.name.as_str(), m.value)),
+        )
+    }
+}
+
 impl StoredMetric {
     /// Whether this is the metric `key` names.
     pub fn is(&self, key: &MetricKey) -> bool {
@@ -395,6 +411,25 @@ impl StoredExperiment {
         let key = metric.into();
         self.measured_runs(workload, configuration)
             .filter_map(|r| r.metrics.iter().find(|m| m.is(&key)).map(|m| m.value))
+            .collect()
+    }
+
+    /// Each measured run's value of `metric`, with the regime the run measured.
+    pub fn runs_of(
+        &self,
+        workload: usize,
+        configuration: usize,
+        metric: impl Into<MetricKey>,
+    ) -> Vec<crate::populations::Run> {
+        let key = metric.into();
+        self.measured_runs(workload, configuration)
+            .filter_map(|r| {
+                let value = r.metrics.iter().find(|m| m.is(&key))?.value;
+                Some(crate::populations::Run {
+                    value,
+                    regime: r.regime(),
+                })
+            })
             .collect()
     }
 
@@ -650,8 +685,8 @@ impl Store {
         let (tx, sql) = self.immediate()?;
         tx.execute(
             "INSERT INTO experiments(kind, name, command, created_ns, status, seed, target_ci, max_runs, max_time_s,
-                                     reference, spec_json, owner_pid, owner_start, uid)
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                     reference, spec_json, owner_pid, owner_start, uid, settle_s)
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 experiment.kind.as_str(),
                 experiment.name,
@@ -666,6 +701,7 @@ impl Store {
                 pid as i64,
                 process_start(pid).map(|s| s as i64),
                 new_uid(),
+                budget.settle.as_secs_f64(),
             ],
         )
         .map_err(&sql)?;
@@ -805,6 +841,7 @@ impl Store {
             target_ci: row.get("target_ci")?,
             max_runs: row.get("max_runs")?,
             max_time_s: row.get("max_time_s")?,
+            settle_s: row.get("settle_s")?,
             reference: row.get::<_, i64>("reference")? as usize,
             configurations: row.get::<_, i64>("n_configurations")? as usize,
             workloads: row.get::<_, i64>("n_workloads")? as usize,
@@ -1190,9 +1227,9 @@ fn copy_attached(
         // Owner columns stay empty: the source's process is not one of this machine's.
         tx.execute(
             "INSERT INTO main.experiments(kind, name, command, created_ns, finished_ns, status, stop_reason, seed,
-                 target_ci, max_runs, max_time_s, reference, spec_json, uid)
+                 target_ci, max_runs, max_time_s, reference, spec_json, uid, settle_s)
              SELECT kind, name, command, created_ns, finished_ns, status, stop_reason, seed, target_ci, max_runs,
-                 max_time_s, reference, spec_json, uid FROM src.experiments WHERE id = ?1",
+                 max_time_s, reference, spec_json, uid, settle_s FROM src.experiments WHERE id = ?1",
             params![old],
         )?;
         let new = tx.last_insert_rowid();
@@ -1594,7 +1631,10 @@ mod tests {
             "this process is alive"
         );
         assert_eq!(e.configurations[1].knobs, vec!["x.y=1", "z@1=2"]);
-        assert_eq!(e.workloads[0].argv, vec!["pipe", "--loops", "10"]);
+        assert_eq!(
+            e.workloads[0].argv,
+            vec!["pipe", "--loops", "10", "--placement", "spread"]
+        );
         assert_eq!(e.runs.len(), 3);
         assert_eq!(e.samples(0, 1, "t"), vec![11.0]);
         assert_eq!(e.primary_metric(0).unwrap().name, "t");

@@ -2,6 +2,7 @@
 //! uses and [`WorkloadSpec::from_words`], which the lab uses to read stored and spec-file
 //! workloads. One grammar for both.
 
+use crate::placement::Placement;
 use crate::spec::CmdMetric;
 use crate::units::parse_duration;
 use crate::{WorkloadError, WorkloadSpec};
@@ -11,13 +12,18 @@ use clap::Parser;
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum WorkloadCmd {
     /// Two tasks ping-pong an int over two pipes (perf bench sched pipe). Metric: µs/op.
-    #[command(
-        after_help = "Examples:\n  pmlab run pipe\n  pmlab run pipe --loops 1000000 --threads --cpus 0,1"
-    )]
+    #[command(after_help = "Placement (where the two sides run):\n  \
+        spread  two CPUs, pinned (default): every round trip wakes an idle CPU, the regime power management acts on\n  \
+        same    one CPU, pinned: context-switch cost, no idle exits\n  \
+        any     the scheduler's choice, as perf bench runs; the run reports the regime it got (same_cpu_share)\n\n\
+        Examples:\n  pmlab run pipe\n  pmlab run pipe --placement same --loops 20000\n  \
+        pmlab run pipe --placement any --loops 20000 --json\n  pmlab run pipe --loops 1000000 --threads --cpus 2,3")]
     Pipe(PipeArgs),
     /// Groups of 20 senders and 20 receivers (perf bench sched messaging). Metric: total seconds.
     #[command(
-        after_help = "Examples:\n  pmlab run messaging\n  pmlab run messaging --groups 4 --loops 1000 --pipe --threads"
+        after_help = "Placement: any (default, the scheduler's, as perf runs it) or same (every task on one CPU).\n\n\
+        Examples:\n  pmlab run messaging\n  pmlab run messaging --groups 4 --loops 1000 --pipe --threads\n  \
+        pmlab run messaging --groups 2 --placement same"
     )]
     Messaging(MessagingArgs),
     /// One thread per CPU wakes at absolute deadlines (cyclictest-like). Metric: wakeup latency.
@@ -54,6 +60,9 @@ pub struct PipeArgs {
     /// Pin the sides: A runs the side that writes first, B the side that answers (may be equal).
     #[arg(long, value_name = "A,B", value_parser = cpu_pair)]
     pub cpus: Option<Cpus>,
+    /// Where the sides run: spread (two CPUs; default), same (one CPU), any (the scheduler's choice).
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -70,6 +79,9 @@ pub struct MessagingArgs {
     /// Threads instead of processes.
     #[arg(long)]
     pub threads: bool,
+    /// Where the tasks run: any (the scheduler's choice; default) or same (one CPU).
+    #[arg(long, value_enum, default_value_t = crate::spec::DEFAULT_MESSAGING_PLACEMENT)]
+    pub placement: Placement,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -215,16 +227,25 @@ impl WorkloadCmd {
     /// The spec this command line describes (not yet validated against the machine).
     pub fn to_spec(&self) -> WorkloadSpec {
         match self.clone() {
-            WorkloadCmd::Pipe(a) => WorkloadSpec::Pipe {
-                loops: a.loops,
-                threads: a.threads,
-                cpus: a.cpus.map(|c| c.0),
-            },
+            WorkloadCmd::Pipe(a) => {
+                // `--cpus` alone implies its placement; neither: the default.
+                let placement = a.placement.unwrap_or(match &a.cpus {
+                    Some(c) if c.0[0] == c.0[1] => Placement::Same,
+                    _ => crate::spec::DEFAULT_PIPE_PLACEMENT,
+                });
+                WorkloadSpec::Pipe {
+                    loops: a.loops,
+                    threads: a.threads,
+                    cpus: a.cpus.map(|c| c.0),
+                    placement,
+                }
+            }
             WorkloadCmd::Messaging(a) => WorkloadSpec::Messaging {
                 groups: a.groups,
                 loops: a.loops,
                 pipe: a.pipe,
                 threads: a.threads,
+                placement: a.placement,
             },
             WorkloadCmd::Wakeup(a) => WorkloadSpec::Wakeup {
                 cpus: a.cpus.map(|c| c.0),
@@ -256,34 +277,47 @@ impl WorkloadCmd {
     }
 }
 
+#[derive(Parser)]
+#[command(name = "workload", no_binary_name = true)]
+struct Words {
+    #[command(subcommand)]
+    workload: WorkloadCmd,
+}
+
 impl WorkloadSpec {
     /// Parse a workload written as words, e.g. `["pipe", "--loops", "1000"]`, and validate it.
     pub fn from_words(words: &[String]) -> Result<WorkloadSpec, WorkloadError> {
-        #[derive(Parser)]
-        #[command(name = "workload", no_binary_name = true)]
-        struct Words {
-            #[command(subcommand)]
-            workload: WorkloadCmd,
-        }
-        let parsed = Words::try_parse_from(words).map_err(|e| WorkloadError::Words {
-            words: words.join(" "),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let spec = parsed.workload.to_spec();
+        let spec = parse_words(words)?;
         spec.validate()?;
         Ok(spec)
     }
 }
 
+fn parse_words(words: &[String]) -> Result<WorkloadSpec, WorkloadError> {
+    let parsed = Words::try_parse_from(words).map_err(|e| WorkloadError::Words {
+        words: words.join(" "),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    Ok(parsed.workload.to_spec())
+}
+
+/// The words with the placement they run under written out (`pipe --loops 20000` →
+/// `pipe --loops 20000 --placement spread`), so that labels and stores say it; words that
+/// do not parse, or name a workload without a placement, come back as they are.
+pub fn with_placement(words: &[String]) -> Vec<String> {
+    let mut out = words.to_vec();
+    let given = words
+        .iter()
+        .any(|w| w == "--placement" || w.starts_with("--placement="));
+    if let (false, Ok(Some(p))) = (given, parse_words(words).map(|s| s.placement())) {
+        out.extend(["--placement".to_string(), p.as_str().to_string()]);
+    }
+    out
+}
+
 /// The long options (without `--`) a workload kind takes, e.g. `["loops", "threads", "cpus"]`.
 pub fn long_options(kind: &str) -> Vec<String> {
     use clap::CommandFactory;
-    #[derive(Parser)]
-    #[command(name = "workload", no_binary_name = true)]
-    struct Words {
-        #[command(subcommand)]
-        workload: WorkloadCmd,
-    }
     let cmd = Words::command();
     cmd.find_subcommand(kind)
         .map(|s| {
@@ -307,9 +341,26 @@ mod tests {
             WorkloadSpec::Pipe {
                 loops: 1000,
                 threads: true,
-                cpus: None
+                cpus: None,
+                placement: Placement::Spread,
             }
         );
+        let spec = WorkloadSpec::from_words(&w("pipe --loops 1000 --cpus 0,0")).unwrap();
+        assert_eq!(spec.placement(), Some(Placement::Same));
+        assert_eq!(
+            with_placement(&w("pipe --loops 1000")),
+            w("pipe --loops 1000 --placement spread")
+        );
+        assert_eq!(
+            with_placement(&w("pipe --placement any")),
+            w("pipe --placement any")
+        );
+        assert_eq!(
+            with_placement(&w("messaging --groups 2")),
+            w("messaging --groups 2 --placement any")
+        );
+        assert_eq!(with_placement(&w("idle")), w("idle"));
+        assert_eq!(with_placement(&w("nap")), w("nap"));
         assert!(WorkloadSpec::from_words(&w("pipe --loops 0")).is_err());
         assert!(WorkloadSpec::from_words(&w("nap")).is_err());
         assert!(long_options("pipe").contains(&"loops".to_string()));

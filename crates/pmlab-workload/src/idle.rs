@@ -9,7 +9,7 @@ use std::time::Instant;
 pub(crate) const PRIMARY: &str = "idle_s";
 
 /// Block until `deadline` elapses or cancellation is requested; true when cancelled.
-fn wait(duration: Nanos) -> Result<bool, WorkloadError> {
+pub(crate) fn wait(duration: Nanos) -> Result<bool, WorkloadError> {
     let t0 = Instant::now();
     // SAFETY: the cancellation pipe is never closed once created.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(cancel::wait_fd()) };

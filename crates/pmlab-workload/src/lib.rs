@@ -16,6 +16,7 @@ mod gate;
 mod idle;
 mod messaging;
 mod pipe;
+pub mod placement;
 pub mod spec;
 mod spin;
 pub mod units;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cmd::invoking_user;
 pub use cpus::{allowed_cpus, parse_cpu_list, Affinity, AffinityGuard};
+pub use placement::{Placement, Regime};
 pub use spec::{CmdMetric, WorkloadSpec, DEFAULT_PIPE_LOOPS, KINDS};
 
 /// Why a probe failed: its own error, with its causes.
@@ -201,6 +203,16 @@ impl WorkloadError {
     }
 }
 
+/// Let the machine settle before a measured run: one blocking wait on the cancellation pipe
+/// (nothing of pmlab's wakes meanwhile). Returns true when cancellation was requested.
+pub fn settle(duration: Nanos) -> Result<bool, WorkloadError> {
+    cancel::init().map_err(|e| WorkloadError::io("cancel pipe", e))?;
+    if duration.0 == 0 {
+        return Ok(cancel::is_requested());
+    }
+    idle::wait(duration)
+}
+
 /// Run one workload; `probe` is called right around its measured part.
 pub fn run(spec: &WorkloadSpec, probe: &mut dyn Probe) -> Result<WorkloadResult, WorkloadError> {
     spec.validate()?;
@@ -209,17 +221,27 @@ pub fn run(spec: &WorkloadSpec, probe: &mut dyn Probe) -> Result<WorkloadResult,
         return Err(WorkloadError::Cancelled);
     }
     match spec {
-        WorkloadSpec::Pipe {
-            loops,
-            threads,
-            cpus,
-        } => pipe::run(*loops, *threads, cpus.as_deref(), probe),
+        WorkloadSpec::Pipe { loops, threads, .. } => {
+            pipe::run(*loops, *threads, spec.pipe_sides()?, probe)
+        }
         WorkloadSpec::Messaging {
             groups,
             loops,
             pipe,
             threads,
-        } => messaging::run(*groups, *loops, *pipe, *threads, probe),
+            placement,
+        } => {
+            // `same`: every worker inherits a one-CPU mask from here; the caller's is put back.
+            let _restore =
+                AffinityGuard::save().map_err(|e| WorkloadError::io("sched_getaffinity", e))?;
+            if *placement == Placement::Same {
+                let cpu = allowed_cpus().map_err(|e| WorkloadError::io("sched_getaffinity", e))?[0];
+                Affinity::of(&[cpu])
+                    .apply()
+                    .map_err(|e| WorkloadError::io(format!("pinning to CPU {cpu}"), e))?;
+            }
+            messaging::run(*groups, *loops, *pipe, *threads, probe)
+        }
         WorkloadSpec::Wakeup {
             cpus,
             interval,

@@ -1,9 +1,9 @@
 //! `pipe`: two tasks ping-pong an int over two pipes, as `perf bench sched pipe` does.
 //! Like perf, the timed part includes creating the second task (fork or threads) and
 //! reaping it; in process mode the calling process is the side that writes first.
-//! Where the two sides run (one CPU, ~4-6 µs/op here, or two, ~11 µs/op) is the kernel's
-//! choice, as for perf: another process starting beside a short run (a JSON parser reading
-//! our output through a pipe) tips it to one CPU, so callers parse after the run ends.
+//! Where the two sides run is an input (`crate::placement`): pinned to two CPUs, to one, or
+//! left to the scheduler as perf does, in which case the run's `same_cpu_share` says which
+//! regime it measured.
 
 use crate::children::{raw, ChildGroup};
 use crate::cpus::{pin_to, AffinityGuard};
@@ -24,17 +24,17 @@ const SAMPLE_EVERY: u64 = 1024;
 /// CPU says which regime a run measured: on one CPU a round trip takes a few µs; on two,
 /// with a wakeup IPI and an idle exit each way, several times that. Which one a short run
 /// gets is the scheduler's choice, for perf's pipe bench as for this one.
-struct Placement {
+struct CpuNotes {
     at: std::ptr::NonNull<AtomicU32>,
     slots: usize,
 }
 
 // SAFETY: the mapping is only reached through atomics.
-unsafe impl Send for Placement {}
-unsafe impl Sync for Placement {}
+unsafe impl Send for CpuNotes {}
+unsafe impl Sync for CpuNotes {}
 
-impl Placement {
-    fn new(loops: u64) -> Result<Placement, WorkloadError> {
+impl CpuNotes {
+    fn new(loops: u64) -> Result<CpuNotes, WorkloadError> {
         let slots = loops.div_ceil(SAMPLE_EVERY).max(1) as usize;
         use rustix::mm::{MapFlags, ProtFlags};
         // SAFETY: a fresh anonymous mapping, zero-filled, unmapped only by Drop.
@@ -48,7 +48,7 @@ impl Placement {
         }
         .map_err(|e| WorkloadError::io("mmap", e.into()))?;
         let at = std::ptr::NonNull::new(p.cast::<AtomicU32>()).expect("mmap returns non-null");
-        Ok(Placement { at, slots })
+        Ok(CpuNotes { at, slots })
     }
 
     /// One side's notes.
@@ -73,7 +73,7 @@ impl Placement {
     }
 }
 
-impl Drop for Placement {
+impl Drop for CpuNotes {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, with its length; no reference outlives `self`.
         unsafe {
@@ -129,7 +129,7 @@ fn side_loop(
 pub(crate) fn run(
     loops: u64,
     threads: bool,
-    cpus: Option<&[u32]>,
+    cpus: Option<[u32; 2]>,
     probe: &mut dyn Probe,
 ) -> Result<WorkloadResult, WorkloadError> {
     // pipe 1 carries initiator → responder, pipe 2 responder → initiator.
@@ -138,7 +138,7 @@ pub(crate) fn run(
     let cpu_initiator = cpus.map(|c| c[0]);
     let cpu_responder = cpus.map(|c| c[1]);
 
-    let placement = std::sync::Arc::new(Placement::new(loops)?);
+    let placement = std::sync::Arc::new(CpuNotes::new(loops)?);
     probe.before().map_err(WorkloadError::Probe)?;
     let t0 = Instant::now();
     if threads {
@@ -229,7 +229,12 @@ pub(crate) fn run(
         Metric::new("ops_per_s", loops as f64 / secs, "ops/s", Direction::Higher),
     ];
     if let Some(share) = placement.same_cpu_share() {
-        metrics.push(Metric::new("same_cpu_share", share, "", Direction::Neutral));
+        metrics.push(Metric::new(
+            crate::placement::SAME_CPU_SHARE,
+            share,
+            "",
+            Direction::Neutral,
+        ));
     }
     Ok(WorkloadResult {
         metrics,
@@ -267,7 +272,7 @@ mod tests {
     fn pinned_to_the_same_cpu() {
         let cpu = crate::allowed_cpus().unwrap()[0];
         for threads in [false, true] {
-            let r = run(5000, threads, Some(&[cpu, cpu]), &mut NoProbe).unwrap();
+            let r = run(5000, threads, Some([cpu, cpu]), &mut NoProbe).unwrap();
             assert_eq!(same_cpu_share(&r), 1.0, "threads: {threads}");
         }
     }
@@ -280,7 +285,7 @@ mod tests {
             return;
         }
         for threads in [false, true] {
-            let r = run(5000, threads, Some(&[cpus[0], cpus[1]]), &mut NoProbe).unwrap();
+            let r = run(5000, threads, Some([cpus[0], cpus[1]]), &mut NoProbe).unwrap();
             assert_eq!(same_cpu_share(&r), 0.0, "threads: {threads}");
         }
     }

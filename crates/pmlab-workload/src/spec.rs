@@ -1,5 +1,6 @@
 //! `WorkloadSpec`: what to run, serialisable (SQLite, TOML spec files) and validated.
 
+use crate::placement::Placement;
 use crate::units::{format_duration, serde_duration, serde_opt_duration};
 use crate::WorkloadError;
 use pmlab_kernel::Nanos;
@@ -7,6 +8,13 @@ use serde::{Deserialize, Serialize};
 
 /// Default loops of `pipe` (perf's own default is 1000000; pmlab's is shorter).
 pub const DEFAULT_PIPE_LOOPS: u64 = 100_000;
+/// `pipe`'s default placement: its sides on two CPUs, the regime where wakeups and idle exits
+/// (what power management changes) are part of every round trip.
+pub const DEFAULT_PIPE_PLACEMENT: Placement = Placement::Spread;
+/// `messaging`'s default placement: the scheduler's, as perf runs it. Its 40 tasks a group
+/// outnumber the CPUs, so every CPU stays busy and the balancer's work is part of what it
+/// measures; `same` pins every task to one CPU.
+pub const DEFAULT_MESSAGING_PLACEMENT: Placement = Placement::Any;
 /// Workload names, as `pmlab run` takes them.
 pub const KINDS: &[&str] = &["pipe", "messaging", "wakeup", "spin", "idle", "cmd"];
 
@@ -25,6 +33,9 @@ pub enum WorkloadSpec {
         /// Two CPUs: the first runs the side that writes first, the second the side that answers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cpus: Option<Vec<u32>>,
+        /// Where the two sides run when `cpus` does not say (two CPUs by default).
+        #[serde(default = "default_pipe_placement")]
+        placement: Placement,
     },
     /// Groups of 20 senders and 20 receivers (`perf bench sched messaging`, hackbench).
     Messaging {
@@ -38,6 +49,9 @@ pub enum WorkloadSpec {
         pipe: bool,
         #[serde(default)]
         threads: bool,
+        /// The scheduler's choice (default) or every task on one CPU.
+        #[serde(default = "default_messaging_placement")]
+        placement: Placement,
     },
     /// One thread per CPU sleeping to absolute deadlines (cyclictest-like).
     Wakeup {
@@ -105,6 +119,12 @@ pub struct CmdMetric {
 fn default_pipe_loops() -> u64 {
     DEFAULT_PIPE_LOOPS
 }
+fn default_pipe_placement() -> Placement {
+    DEFAULT_PIPE_PLACEMENT
+}
+fn default_messaging_placement() -> Placement {
+    DEFAULT_MESSAGING_PLACEMENT
+}
 fn default_groups() -> u32 {
     10
 }
@@ -132,12 +152,14 @@ impl WorkloadSpec {
                 loops: DEFAULT_PIPE_LOOPS,
                 threads: false,
                 cpus: None,
+                placement: DEFAULT_PIPE_PLACEMENT,
             },
             "messaging" => WorkloadSpec::Messaging {
                 groups: default_groups(),
                 loops: default_messaging_loops(),
                 pipe: false,
                 threads: false,
+                placement: DEFAULT_MESSAGING_PLACEMENT,
             },
             "wakeup" => WorkloadSpec::Wakeup {
                 cpus: None,
@@ -194,16 +216,22 @@ impl WorkloadSpec {
                 loops,
                 threads,
                 cpus,
+                placement,
             } => {
-                format!("pipe loops={loops} {}{}", mode(*threads), cpus_str(cpus))
+                format!(
+                    "pipe loops={loops} {} placement={placement}{}",
+                    mode(*threads),
+                    cpus_str(cpus)
+                )
             }
             WorkloadSpec::Messaging {
                 groups,
                 loops,
                 pipe,
                 threads,
+                placement,
             } => format!(
-                "messaging groups={groups} loops={loops} {} {}",
+                "messaging groups={groups} loops={loops} {} {} placement={placement}",
                 if *pipe { "pipes" } else { "sockets" },
                 mode(*threads)
             ),
@@ -249,7 +277,12 @@ impl WorkloadSpec {
     pub fn validate(&self) -> Result<(), WorkloadError> {
         let bad = |m: String| Err(WorkloadError::Invalid(m));
         match self {
-            WorkloadSpec::Pipe { loops, cpus, .. } => {
+            WorkloadSpec::Pipe {
+                loops,
+                cpus,
+                placement,
+                ..
+            } => {
                 positive("pipe loops", *loops)?;
                 if let Some(c) = cpus {
                     if c.len() != 2 {
@@ -258,12 +291,43 @@ impl WorkloadSpec {
                             c.len()
                         ));
                     }
+                    let implied = if c[0] == c[1] {
+                        Placement::Same
+                    } else {
+                        Placement::Spread
+                    };
+                    if *placement != implied {
+                        return bad(format!(
+                            "pipe: --cpus {},{} puts the sides on {}, which contradicts --placement \
+                             {placement} (give one or the other)",
+                            c[0],
+                            c[1],
+                            if implied == Placement::Same {
+                                "one CPU"
+                            } else {
+                                "two CPUs"
+                            }
+                        ));
+                    }
                     check_cpus("pipe", c)?;
                 }
+                self.pipe_sides()?;
             }
-            WorkloadSpec::Messaging { groups, loops, .. } => {
+            WorkloadSpec::Messaging {
+                groups,
+                loops,
+                placement,
+                ..
+            } => {
                 positive("messaging groups", u64::from(*groups))?;
                 positive("messaging loops", *loops)?;
+                if *placement == Placement::Spread {
+                    return bad(
+                        "messaging --placement spread: not supported (its 40 tasks a group \
+                         outnumber the CPUs; use any, the scheduler's choice, or same, one CPU)"
+                            .into(),
+                    );
+                }
             }
             WorkloadSpec::Wakeup {
                 cpus,
@@ -332,6 +396,49 @@ impl WorkloadSpec {
             }
         }
         Ok(())
+    }
+}
+
+impl WorkloadSpec {
+    /// The placement of a workload that has one (`pipe`, `messaging`).
+    pub fn placement(&self) -> Option<Placement> {
+        match self {
+            WorkloadSpec::Pipe { placement, .. } | WorkloadSpec::Messaging { placement, .. } => {
+                Some(*placement)
+            }
+            _ => None,
+        }
+    }
+
+    /// The CPUs `pipe`'s two sides are pinned to (writer first), or None for the scheduler's
+    /// choice: `cpus` as given, else chosen by the placement among the CPUs pmlab may use.
+    pub fn pipe_sides(&self) -> Result<Option<[u32; 2]>, WorkloadError> {
+        let WorkloadSpec::Pipe {
+            cpus, placement, ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        if let Some(c) = cpus {
+            return Ok(Some([c[0], c[1]]));
+        }
+        let allowed =
+            crate::cpus::allowed_cpus().map_err(|e| WorkloadError::io("sched_getaffinity", e))?;
+        match placement {
+            Placement::Any => Ok(None),
+            Placement::Same => Ok(allowed.first().map(|&c| [c, c])),
+            Placement::Spread => {
+                crate::placement::spread_pair(&allowed, crate::placement::thread_siblings)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        WorkloadError::Invalid(format!(
+                            "pipe --placement spread needs two CPUs; pmlab may use only {} \
+                         (use --placement same)",
+                            crate::cpus::format_cpu_list(&allowed)
+                        ))
+                    })
+            }
+        }
     }
 }
 
@@ -445,6 +552,7 @@ mod tests {
             loops: 1,
             threads: false,
             cpus: Some(vec![0]),
+            placement: Placement::Spread,
         };
         assert!(s.validate().unwrap_err().to_string().contains("two CPUs"));
         let s = WorkloadSpec::Spin {
@@ -452,6 +560,61 @@ mod tests {
             work: 1,
         };
         assert!(s.validate().unwrap_err().to_string().contains("CPU 4095"));
+    }
+
+    #[test]
+    fn placements_that_contradict_the_cpus_are_refused() {
+        let pipe = |cpus: Option<Vec<u32>>, placement| WorkloadSpec::Pipe {
+            loops: 1,
+            threads: false,
+            cpus,
+            placement,
+        };
+        for (cpus, placement) in [
+            (vec![0, 0], Placement::Spread),
+            (vec![0, 0], Placement::Any),
+            (vec![0, 1], Placement::Same),
+            (vec![0, 1], Placement::Any),
+        ] {
+            let e = pipe(Some(cpus.clone()), placement).validate().unwrap_err();
+            assert!(
+                e.to_string().contains("contradicts"),
+                "{cpus:?} {placement}: {e}"
+            );
+        }
+        let m = WorkloadSpec::Messaging {
+            groups: 1,
+            loops: 1,
+            pipe: false,
+            threads: false,
+            placement: Placement::Spread,
+        };
+        assert!(m
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not supported"));
+    }
+
+    #[test]
+    fn placement_picks_the_sides() {
+        let allowed = crate::allowed_cpus().unwrap();
+        let pipe = |placement| WorkloadSpec::Pipe {
+            loops: 1,
+            threads: false,
+            cpus: None,
+            placement,
+        };
+        assert_eq!(pipe(Placement::Any).pipe_sides().unwrap(), None);
+        assert_eq!(
+            pipe(Placement::Same).pipe_sides().unwrap(),
+            Some([allowed[0], allowed[0]])
+        );
+        match pipe(Placement::Spread).pipe_sides() {
+            Ok(Some([a, b])) => assert!(a != b && allowed.contains(&a) && allowed.contains(&b)),
+            Ok(None) => panic!("spread must pin"),
+            Err(e) => assert_eq!(allowed.len(), 1, "{e}"),
+        }
     }
 
     #[test]

@@ -4,12 +4,13 @@
 use anyhow::Context;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
 use pmlab_kernel::{Direction, Metric};
-use pmlab_workload::{WorkloadResult, WorkloadSpec};
+use pmlab_workload::{Regime, WorkloadResult, WorkloadSpec};
 use std::collections::BTreeMap;
 
 const EXAMPLES: &str = "\
 Examples:
-  pmlab run pipe --loops 100000 --cpus 0,1
+  pmlab run pipe --loops 100000                      # its two sides on two CPUs (--placement spread)
+  pmlab run pipe --loops 20000 --placement any       # the scheduler's choice, as perf; says which regime it got
   pmlab run pipe --set haltpoll.guest_halt_poll_ns=200us --json
   pmlab run messaging --groups 10 --loops 100 --threads
   pmlab run wakeup --interval 1ms --duration 10s --cpus 0-1
@@ -29,6 +30,14 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Idle before the run, after the knobs are set, so that pmlab's own start-up has faded
+    /// from the scheduler's load tracking [default: 200ms; 0: off].
+    #[arg(long, value_name = "DURATION", global = true, value_parser = settle)]
+    pub settle: Option<std::time::Duration>,
+}
+
+fn settle(s: &str) -> Result<std::time::Duration, String> {
+    pmlab_lab::spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -39,7 +48,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Drawn once, never ticked: a ticking bar would wake CPUs during the measurement.
     progress.set_message(format!("running {}", spec.describe()));
     progress.tick();
-    let out = lab.run_once(&spec, &args.set);
+    let settle = args.settle.unwrap_or(pmlab_lab::spec::DEFAULT_SETTLE);
+    let out = lab.run_once(&spec, &args.set, settle);
     progress.finish_and_clear();
     let out = out?;
     for note in &out.notes {
@@ -65,6 +75,8 @@ fn print_json(
         "metrics": r.metrics,
         "side_metrics": side,
         "wall_ns": r.wall.0,
+        "placement": spec.placement(),
+        "regime": Regime::of_result(&r.metrics),
         "histogram": r.histogram.as_ref().map(|h| serde_json::json!({
             "bucket_ns": h.bucket.0,
             "overflow": h.overflow,
@@ -186,6 +198,16 @@ fn render_human(spec: &WorkloadSpec, r: &WorkloadResult, side: &[Metric]) -> Str
         },
         fmt_value(r.wall.0 as f64 / 1e9)
     );
+    if let Some(regime) = Regime::of_result(&r.metrics) {
+        let _ = writeln!(
+            o,
+            "regime: {regime}{}",
+            match spec.placement() {
+                Some(pmlab_workload::Placement::Any) => " (the scheduler's choice)",
+                _ => " (pinned)",
+            }
+        );
+    }
     if r.metrics.len() > 1 {
         let _ = writeln!(o, "{}", pivot(&r.metrics, "value", |_| false));
     }

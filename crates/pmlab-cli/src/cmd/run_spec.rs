@@ -73,6 +73,10 @@ fn duration(s: &str) -> Result<Duration, String> {
     spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
+fn settle(s: &str) -> Result<Duration, String> {
+    spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
+}
+
 /// Options every experiment takes.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ExperimentOpts {
@@ -91,6 +95,10 @@ pub struct ExperimentOpts {
     /// Seed of the per-round shuffles (default: from the clock; always recorded).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Idle before each run, after its configuration is applied, so that what ran before
+    /// (pmlab's start-up, the previous run) has faded from the scheduler's load [default: 200ms; 0: off].
+    #[arg(long, value_name = "DURATION", value_parser = settle)]
+    pub settle: Option<Duration>,
     /// The configuration the others are compared with (a label; default: the first).
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
@@ -327,6 +335,10 @@ pub fn execute(
         },
         stop_when_decided: !opts.no_early_stop,
         warmup: true,
+        settle: opts
+            .settle
+            .or(file_budget.and_then(|f| f.settle))
+            .unwrap_or(spec::DEFAULT_SETTLE),
     };
     let side = SideSelection::parse(&opts.side);
     let lab = Lab::open()?;

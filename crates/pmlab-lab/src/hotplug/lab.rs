@@ -487,6 +487,8 @@ pub fn run_lab(
         seed: opts.seed,
         stop_when_decided: false,
         warmup: false,
+        // The unit is one write; the gaps between writes are the lab's own (the writer's pace).
+        settle: std::time::Duration::ZERO,
         ..Budget::default()
     };
     progress.begin((opts.cycles as usize * per_round) as u64);

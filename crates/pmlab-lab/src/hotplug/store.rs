@@ -90,6 +90,7 @@ pub fn save_inject(
     .expect("one configuration");
     let budget = Budget {
         max_runs: Some(r.attempts.len()),
+        settle: std::time::Duration::ZERO,
         ..Budget::default()
     };
     let mut system = SystemSnapshot::read(root);
