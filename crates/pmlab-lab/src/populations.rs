@@ -248,7 +248,7 @@ pub fn compare(reference: &[Run], sample: &[Run], direction: Direction, speed: b
                 c.outcome = Outcome::Inconclusive;
             }
             c.verdict = format!(
-                "{} within {} runs ({} vs {}; the others ran in another regime)",
+                "{} within {} runs ({} vs {})",
                 c.verdict,
                 regime_words(one.regime),
                 one.reference_n,

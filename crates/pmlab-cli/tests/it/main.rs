@@ -15,6 +15,7 @@ mod lab;
 mod lineup;
 mod observer;
 mod perfetto;
+mod placement;
 mod record;
 mod remote;
 mod run;

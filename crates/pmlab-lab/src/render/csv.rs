@@ -32,6 +32,7 @@ const HEADERS: &[&str] = &[
     "welch_p",
     "mann_whitney_p",
     "verdict",
+    "regime",
 ];
 
 fn num(x: f64) -> String {
@@ -47,6 +48,7 @@ fn record(
     s: Option<&Summary>,
     versus: Option<&String>,
     c: Option<&Comparison>,
+    regime: String,
 ) -> Vec<String> {
     let mut r = prefix.to_vec();
     match s {
@@ -77,6 +79,7 @@ fn record(
             .map(|m| num(m.p))
             .unwrap_or_default(),
         c.map(|c| c.verdict.clone()).unwrap_or_default(),
+        regime,
     ]);
     r
 }
@@ -113,6 +116,7 @@ impl Render for CsvRender {
                         row.primary.as_ref(),
                         row.versus.as_ref(),
                         row.comparison.as_ref(),
+                        row.population.describe(),
                     ))
                     .map_err(|e| err(&e))?;
                 }
@@ -131,6 +135,7 @@ impl Render for CsvRender {
                         cell.summary.as_ref(),
                         row.versus.as_ref(),
                         cell.comparison.as_ref(),
+                        String::new(),
                     ))
                     .map_err(|e| err(&e))?;
                 }

@@ -307,13 +307,16 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
 /// The workloads the polling and governor stages compare configurations on: a pipe
 /// ping-pong, timer wakeups and an idle system.
 fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
-    // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs, so a run
-    // cannot land in the one-CPU regime where no wake crosses (and polling is moot).
+    // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs (placement
+    // spread), so a run cannot land in the one-CPU regime where no wake crosses (and
+    // polling is moot). A one-CPU machine has only that regime.
     let loops = pick(quick, "5000", "20000");
-    let pipe = match caps.cpus_online.as_slice() {
-        [a, b, ..] => format!("pipe --loops {loops} --cpus {a},{b}"),
-        _ => format!("pipe --loops {loops}"),
+    let placement = if caps.cpus_online.len() >= 2 {
+        "spread"
+    } else {
+        "same"
     };
+    let pipe = format!("pipe --loops {loops} --placement {placement}");
     vec![
         workload(&pipe),
         workload(pick(

@@ -1,0 +1,195 @@
+//! Placement as a controlled input and regimes in verdicts: README's first compare example
+//! concludes the same with and without load beside it, and a compare under the scheduler's
+//! placement reports its runs per regime instead of a verdict across them.
+
+use crate::util::{cpuidle_driver, is_root, online_cpus, pmlab};
+use serde_json::Value;
+
+const POLL: &str = "haltpoll.guest_halt_poll_ns=200us";
+
+fn compare(db: &str, extra: &[&str]) -> Value {
+    let out = pmlab()
+        .args(["compare", "--a", "", "--b", POLL])
+        .args(["--format", "json", "-q", "--db", db])
+        .args(["pipe", "--loops", "20000"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn row<'a>(v: &'a Value, label: &str) -> &'a Value {
+    v["workloads"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == label)
+        .unwrap()
+}
+
+/// B's verdict, its relative change and the runs of each side.
+fn verdict(v: &Value) -> (String, f64, u64, u64) {
+    let b = row(v, "B");
+    let c = &b["comparison"];
+    (
+        c["outcome"].as_str().unwrap().to_string(),
+        c["relative"]["change"].as_f64().unwrap_or(f64::NAN),
+        row(v, "A")["runs"].as_u64().unwrap(),
+        b["runs"].as_u64().unwrap(),
+    )
+}
+
+/// Kills the background load on every exit path.
+struct Load(std::process::Child);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// README's first compare example, exactly as written, against the same with explicit
+/// two-CPU placement: quiet, then with `nice -n 10 stress-ng --cpu 1` beside it. Each says
+/// "B faster" within 10 runs a side, and the effects agree within 10 points.
+#[test]
+fn readme_compare_concludes_the_same_quiet_and_under_load() {
+    if !is_root() || cpuidle_driver() != "haltpoll" {
+        eprintln!(
+            "skipped: needs root and the haltpoll cpuidle driver (this boot: {})",
+            cpuidle_driver()
+        );
+        return;
+    }
+    let cpus = online_cpus();
+    if cpus.len() < 2 {
+        eprintln!("skipped: one CPU online");
+        return;
+    }
+    let pinned = format!("{},{}", cpus[0], cpus[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db").to_string_lossy().into_owned();
+    for loaded in [false, true] {
+        let _load = loaded.then(|| {
+            Load(
+                std::process::Command::new("nice")
+                    .args(["-n", "10", "stress-ng", "--cpu", "1", "--quiet"])
+                    .spawn()
+                    .expect("stress-ng (scripts/setup.sh installs it)"),
+            )
+        });
+        if loaded {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let as_written = verdict(&compare(&db, &[]));
+        let explicit = verdict(&compare(&db, &["--cpus", &pinned]));
+        eprintln!("load {loaded}: as written {as_written:?}, --cpus {pinned} {explicit:?}");
+        for (what, (outcome, _, a, b)) in [("as written", &as_written), ("pinned", &explicit)] {
+            assert_eq!(outcome, "better", "{what}, load {loaded}");
+            assert!(
+                *a <= 10 && *b <= 10,
+                "{what}, load {loaded}: {a} and {b} runs"
+            );
+        }
+        let points = 100.0 * (as_written.1 - explicit.1).abs();
+        assert!(
+            points <= 10.0,
+            "load {loaded}: effects {:.1}% and {:.1}% differ by {points:.1} points",
+            100.0 * as_written.1,
+            100.0 * explicit.1
+        );
+    }
+}
+
+/// An A/A compare under the scheduler's placement: its runs are reported per regime, each
+/// row's regimes add up to its runs, and where both regimes occur no verdict is made across
+/// them.
+#[test]
+fn an_unpinned_aa_compare_reports_its_runs_per_regime() {
+    if online_cpus().len() < 2 {
+        eprintln!("skipped: one CPU online (a single regime)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("aa.db").to_string_lossy().into_owned();
+    let out = pmlab()
+        .args([
+            "compare",
+            "--a",
+            "",
+            "--b",
+            "",
+            "--max-runs",
+            "24",
+            "--settle",
+            "0",
+        ])
+        .args(["--no-early-stop", "--format", "json", "-q", "--db", &db])
+        .args(["pipe", "--loops", "20000", "--placement", "any"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["workloads"][0]["rows"].as_array().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows {
+        let groups = r["population"]["regimes"].as_array().unwrap();
+        let n: u64 = groups
+            .iter()
+            .map(|g| g["summary"]["n"].as_u64().unwrap())
+            .sum();
+        assert_eq!(n, r["runs"].as_u64().unwrap(), "{r}");
+        for g in groups {
+            seen.insert(g["regime"].as_str().unwrap().to_string());
+        }
+    }
+    let b = row(&v, "B");
+    let c = &b["comparison"];
+    let mixed = rows
+        .iter()
+        .any(|r| r["population"]["regimes"].as_array().unwrap().len() > 1);
+    eprintln!("regimes seen: {seen:?}; B: {}", c["verdict"]);
+    if mixed {
+        assert!(
+            c["outcome"] == "inconclusive"
+                || c["by_regime"].as_array().is_some_and(|a| !a.is_empty()),
+            "a verdict across regimes: {c}"
+        );
+        // The table shows the regime beside the metric.
+        let text = pmlab()
+            .args(["results", "--db", &db, "show", "1"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("regime"), "{text}");
+    } else {
+        eprintln!("both regimes did not occur in this run: one population, verdict as usual");
+    }
+}
+
+/// Placement words that contradict each other are refused before anything runs.
+#[test]
+fn contradicting_placements_are_refused() {
+    for args in [
+        vec!["pipe", "--cpus", "0,0", "--placement", "spread"],
+        vec!["pipe", "--cpus", "0,1", "--placement", "any"],
+        vec!["messaging", "--placement", "spread"],
+    ] {
+        let out = pmlab().arg("run").args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("contradicts") || err.contains("not supported"),
+            "{args:?}: {err}"
+        );
+    }
+}
