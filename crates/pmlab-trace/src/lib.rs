@@ -10,6 +10,8 @@ pub mod model;
 mod open;
 pub mod page;
 pub mod perfetto;
+mod printfmt;
+pub mod report;
 mod prefault;
 pub mod record;
 pub mod render;

@@ -76,6 +76,11 @@ pub struct RecordOptions {
     pub reader_cpus: Option<Vec<u32>>,
     /// Move pages with splice (true) or read (false).
     pub splice: bool,
+    /// A tracer for the instance's `current_tracer` (`function`, `function_graph`, ...);
+    /// None keeps `nop`. Checked against the instance's `available_tracers`.
+    pub tracer: Option<String>,
+    /// Turn on the instance's `stacktrace` option: a `kernel_stack` event after every event.
+    pub stacktrace: bool,
 }
 
 impl Default for RecordOptions {
@@ -88,6 +93,8 @@ impl Default for RecordOptions {
             buffer_percent: DEFAULT_BUFFER_PERCENT,
             reader_cpus: None,
             splice: true,
+            tracer: None,
+            stacktrace: false,
         }
     }
 }
@@ -112,6 +119,8 @@ pub enum RecordError {
     BadBufferKb(u64),
     #[error("reader CPUs {0:?} include no CPU of this machine")]
     BadReaderCpus(Vec<u32>),
+    #[error("tracer {name:?} is not available on this kernel (available: {available})")]
+    UnknownTracer { name: String, available: String },
     #[error("no events to record: none of the requested events exist here")]
     NoEvents,
     #[error("output directory {0} does not exist")]
@@ -331,6 +340,16 @@ impl Recorder {
                 stale.join(", ")
             ));
         }
+        if let Some(name) = &opts.tracer {
+            let available = tracefs::read_file(&tracefs_dir.join("available_tracers"))
+                .unwrap_or_default();
+            if !available.split_whitespace().any(|t| t == name) {
+                return Err(RecordError::UnknownTracer {
+                    name: name.clone(),
+                    available: available.trim().to_string(),
+                });
+            }
+        }
         let (enabled, ev_notes) = resolve_events(&tracefs_dir, &opts.events)?;
         notes.extend(ev_notes);
         let mut filters = Vec::new();
@@ -405,6 +424,12 @@ impl Recorder {
         inst.set_poll_waits()?;
         for (sys, ev) in &self.enabled {
             inst.enable_event(sys, ev.as_deref())?;
+        }
+        if self.opts.stacktrace {
+            inst.write("options/stacktrace", "1")?;
+        }
+        if let Some(t) = &self.opts.tracer {
+            inst.write("current_tracer", t)?;
         }
         for ((sys, ev), filter) in filters {
             if let Err(e) = inst.set_filter(sys, ev.as_deref(), filter) {

@@ -935,6 +935,20 @@ impl<'t> Renderer<'t> {
         out.push(b'\n');
     }
 
+    /// Event `i`'s fields as ` name=value` pairs (libtraceevent's `tep_print_fields`), the
+    /// text `trace-cmd report` prints after `[FAILED TO PARSE]` and, with `-R`, for every event.
+    /// False when the trace has no format for the event's id.
+    pub(crate) fn raw_fields(&self, i: usize, out: &mut Vec<u8>) -> bool {
+        let ev = &self.trace.events;
+        match self.events.get(&ev.id[i]) {
+            Some(er) => {
+                self.fields(er, ev.record(i), out, None);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn fields(
         &self,
         er: &EventR,

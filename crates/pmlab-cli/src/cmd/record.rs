@@ -16,6 +16,8 @@ const EXAMPLES: &str = "Examples:
   pmlab record -e sched:sched_switch --filter 'sched:sched_switch=prev_pid != 0' --duration 1s
   pmlab record --buffer-kb 8192 --reader-cpus 0 -- taskset -c 1 stress-ng --cpu 1 -t 2s
   pmlab record --duration 1s --json
+  pmlab record --tracer function -e sched:sched_switch -o fn.dat -- sleep 0.01
+  pmlab record -e sched:sched_waking --stacktrace -o stack.dat -- sleep 0.1
 
 Without -e, records the events pmlab's analyses need (power, sched, ipi, irq,
 irq_vectors, timer, cpuhp); events this kernel lacks are skipped with a note.
@@ -45,6 +47,13 @@ pub struct Args {
     /// CPUs the reader threads run on (e.g. "0"), to keep them off measured CPUs.
     #[arg(long, value_name = "CPUS")]
     reader_cpus: Option<String>,
+    /// Also run this ftrace tracer in the instance (e.g. `function`; see the kernel's
+    /// available_tracers); its lines come out in `pmlab dump` as in `trace-cmd report`.
+    #[arg(long, value_name = "NAME")]
+    tracer: Option<String>,
+    /// Record the kernel stack after every event (the `stacktrace` trace option).
+    #[arg(long)]
+    stacktrace: bool,
     /// Copy pages with read() instead of splice().
     #[arg(long)]
     no_splice: bool,
@@ -167,6 +176,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             buffer_percent: args.buffer_percent,
             reader_cpus,
             splice: !args.no_splice,
+            tracer: args.tracer.clone(),
+            stacktrace: args.stacktrace,
         },
         command: args.command.clone(),
         duration,

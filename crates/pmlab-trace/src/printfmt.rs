@@ -1,0 +1,1910 @@
+//! Event print formats (`print fmt: "...", args`) parsed once per event type into a list of
+//! text pieces and conversions over an expression tree, and evaluated per event into a
+//! caller's buffer as libtraceevent's `pretty_print` writes them (`trace-cmd report`).
+
+use std::collections::HashMap;
+
+use crate::kallsyms::Kallsyms;
+use crate::model::{EventFormat, FieldKind};
+
+// ---------------------------------------------------------------------------
+// Output helpers (no allocation).
+
+#[inline]
+pub(crate) fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+#[inline]
+pub(crate) fn push_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Lower-case hex digits of `v` into the end of `buf`; returns where they start.
+#[inline]
+fn hex_digits(buf: &mut [u8; 24], mut v: u64, upper: bool) -> usize {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = digits[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            return i;
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn push_hex(out: &mut Vec<u8>, v: u64) {
+    let mut b = [0u8; 24];
+    let s = hex_digits(&mut b, v, false);
+    out.extend_from_slice(&b[s..]);
+}
+
+/// Right- (or left-) align what was written since `start` in `width` columns.
+#[inline]
+pub(crate) fn pad_since(out: &mut Vec<u8>, start: usize, width: usize, left: bool) {
+    let n = out.len() - start;
+    if n >= width {
+        return;
+    }
+    let pad = width - n;
+    if left {
+        out.resize(out.len() + pad, b' ');
+    } else {
+        let old = out.len();
+        out.resize(old + pad, b' ');
+        out.copy_within(start..old, start + pad);
+        out[start..start + pad].fill(b' ');
+    }
+}
+
+// ---------------------------------------------------------------------------
+// printf conversions.
+
+/// One printf conversion: flags, width, precision (each may be `*`), conversion char.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Spec {
+    left: bool,
+    zero: bool,
+    plus: bool,
+    space: bool,
+    alt: bool,
+    width: Option<usize>,
+    width_star: bool,
+    prec: Option<usize>,
+    prec_star: bool,
+    pub(crate) conv: u8,
+}
+
+impl Spec {
+    /// Parse `%[flags][width][.prec][length]conv` (the whole conversion text).
+    pub(crate) fn parse(f: &[u8]) -> Spec {
+        let mut s = Spec::default();
+        let mut i = 1;
+        while i < f.len() {
+            match f[i] {
+                b'-' => s.left = true,
+                b'0' => s.zero = true,
+                b'+' => s.plus = true,
+                b' ' => s.space = true,
+                b'#' => s.alt = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        if f.get(i) == Some(&b'*') {
+            s.width_star = true;
+            i += 1;
+        } else {
+            let mut w = None;
+            while let Some(d) = f.get(i).filter(|c| c.is_ascii_digit()) {
+                w = Some(w.unwrap_or(0) * 10 + (d - b'0') as usize);
+                i += 1;
+            }
+            s.width = w;
+        }
+        if f.get(i) == Some(&b'.') {
+            i += 1;
+            if f.get(i) == Some(&b'*') {
+                s.prec_star = true;
+                i += 1;
+            } else {
+                let mut p = 0;
+                while let Some(d) = f.get(i).filter(|c| c.is_ascii_digit()) {
+                    p = p * 10 + (d - b'0') as usize;
+                    i += 1;
+                }
+                s.prec = Some(p);
+            }
+        }
+        s.conv = f.last().copied().unwrap_or(b's');
+        s
+    }
+
+    /// The spec with a `*` filled in from an argument (C: a negative width means `-`).
+    fn with_star(mut self, star: Option<i64>) -> Spec {
+        if let Some(v) = star {
+            if self.width_star {
+                if v < 0 {
+                    self.left = true;
+                }
+                self.width = Some(v.unsigned_abs() as usize);
+            } else if self.prec_star {
+                self.prec = (v >= 0).then_some(v as usize);
+            }
+        }
+        self
+    }
+
+    /// Write `body` (already converted) with this spec's width and alignment.
+    fn pad(&self, out: &mut Vec<u8>, prefix: &[u8], body: &[u8], zero_ok: bool) {
+        let len = prefix.len() + body.len();
+        let width = self.width.unwrap_or(0);
+        if len >= width {
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(body);
+        } else if self.left {
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(body);
+            out.resize(out.len() + width - len, b' ');
+        } else if self.zero && zero_ok {
+            out.extend_from_slice(prefix);
+            out.resize(out.len() + width - len, b'0');
+            out.extend_from_slice(body);
+        } else {
+            out.resize(out.len() + width - len, b' ');
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(body);
+        }
+    }
+
+    /// printf an integer conversion (d i u x X o c) of a value of `bits` bits.
+    pub(crate) fn int(&self, out: &mut Vec<u8>, val: u64, bits: u32, star: Option<i64>) {
+        let s = self.with_star(star);
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let u = val & mask;
+        if s.conv == b'c' {
+            let b = [u as u8];
+            s.pad(out, b"", &b, false);
+            return;
+        }
+        let mut buf = [0u8; 24];
+        let mut neg = false;
+        let mut start = match s.conv {
+            b'd' | b'i' => {
+                let sv = if bits >= 64 {
+                    u as i64
+                } else {
+                    ((u << (64 - bits)) as i64) >> (64 - bits)
+                };
+                neg = sv < 0;
+                let t = itoa::Buffer::new().format(sv.unsigned_abs()).len();
+                let mut ib = itoa::Buffer::new();
+                let d = ib.format(sv.unsigned_abs()).as_bytes();
+                buf[24 - t..].copy_from_slice(d);
+                24 - t
+            }
+            b'x' | b'X' => hex_digits(&mut buf, u, s.conv == b'X'),
+            b'o' => {
+                let (mut v, mut i) = (u, 24);
+                loop {
+                    i -= 1;
+                    buf[i] = b'0' + (v & 7) as u8;
+                    v >>= 3;
+                    if v == 0 {
+                        break i;
+                    }
+                }
+            }
+            _ => {
+                let mut ib = itoa::Buffer::new();
+                let d = ib.format(u).as_bytes();
+                buf[24 - d.len()..].copy_from_slice(d);
+                24 - d.len()
+            }
+        };
+        if let Some(p) = s.prec {
+            if p == 0 && u == 0 {
+                start = 24;
+            }
+            while 24 - start < p.min(23) {
+                start -= 1;
+                buf[start] = b'0';
+            }
+        }
+        if s.alt && s.conv == b'o' && (start == 24 || buf[start] != b'0') {
+            start -= 1;
+            buf[start] = b'0';
+        }
+        let prefix: &[u8] = if neg {
+            b"-"
+        } else if matches!(s.conv, b'd' | b'i') && s.plus {
+            b"+"
+        } else if matches!(s.conv, b'd' | b'i') && s.space {
+            b" "
+        } else if s.alt && u != 0 && s.conv == b'x' {
+            b"0x"
+        } else if s.alt && u != 0 && s.conv == b'X' {
+            b"0X"
+        } else {
+            b""
+        };
+        s.pad(out, prefix, &buf[start..], s.prec.is_none());
+    }
+
+    /// printf `%s` of `text` (cut at its first NUL).
+    pub(crate) fn str(&self, out: &mut Vec<u8>, text: &[u8], star: Option<i64>) {
+        let s = self.with_star(star);
+        let end = text.iter().position(|&c| c == 0).unwrap_or(text.len());
+        let mut t = &text[..end];
+        if let Some(p) = s.prec {
+            t = &t[..t.len().min(p)];
+        }
+        s.pad(out, b"", t, false);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Expressions.
+
+/// What a field is, as libtraceevent's field flags have it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FieldInfo {
+    pub offset: usize,
+    pub size: usize,
+    pub elem_size: usize,
+    pub array: bool,
+    pub dynamic: bool,
+    pub relative: bool,
+}
+
+impl FieldInfo {
+    fn of(f: &crate::model::Field) -> FieldInfo {
+        let (array, dynamic, relative, elem_size) = match f.kind {
+            FieldKind::Int => (f.type_name.contains('['), false, false, f.size as usize),
+            FieldKind::Array { elem_size, .. } => (true, false, false, elem_size as usize),
+            FieldKind::DataLoc { is_char } => (true, true, false, elem_of(&f.type_name, is_char)),
+            FieldKind::RelLoc { is_char } => (true, true, true, elem_of(&f.type_name, is_char)),
+        };
+        FieldInfo {
+            offset: f.offset as usize,
+            size: f.size as usize,
+            elem_size,
+            array,
+            dynamic,
+            relative,
+        }
+    }
+}
+
+fn elem_of(type_name: &str, is_char: bool) -> usize {
+    if is_char {
+        return 1;
+    }
+    let t = type_name
+        .trim_start_matches("__data_loc")
+        .trim_start_matches("__rel_loc")
+        .split('[')
+        .next()
+        .unwrap_or("")
+        .trim();
+    match t {
+        "u8" | "s8" | "__u8" | "__s8" | "char" | "unsigned char" | "signed char" | "bool" => 1,
+        "u16" | "s16" | "__u16" | "__s16" | "short" | "unsigned short" => 2,
+        "u32" | "s32" | "__u32" | "__s32" | "int" | "unsigned int" | "unsigned" => 4,
+        _ => 8,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Expr {
+    /// A number, or a word or string used as text (`"grow"`).
+    Atom { num: u64, text: Box<[u8]> },
+    /// `REC->name`; None when the event has no such field (evaluates to 0).
+    Field(Option<FieldInfo>),
+    /// `__get_str(name)`.
+    Str(Option<FieldInfo>),
+    DynArray(Option<FieldInfo>),
+    DynArrayLen(Option<FieldInfo>),
+    Bitmask(Option<FieldInfo>),
+    Cpumask(Option<FieldInfo>),
+    Flags {
+        val: Box<Expr>,
+        delim: Box<[u8]>,
+        list: Box<[(i64, Box<[u8]>)]>,
+    },
+    Symbolic {
+        val: Box<Expr>,
+        list: Box<[(i64, Box<[u8]>)]>,
+    },
+    Hex {
+        field: Box<Expr>,
+        len: Box<Expr>,
+        spaced: bool,
+    },
+    IntArray {
+        field: Box<Expr>,
+        count: Box<Expr>,
+        el_size: Box<Expr>,
+    },
+    Cast {
+        ty: Box<str>,
+        item: Box<Expr>,
+    },
+    Unary(u8, Box<Expr>),
+    Binary(Op, Box<Expr>, Box<Expr>),
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    Index(Box<Expr>, Box<Expr>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Mul,
+    Div,
+    Rem,
+    Add,
+    Sub,
+    Shl,
+    Shr,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    Eq,
+    Ne,
+    BitAnd,
+    Xor,
+    BitOr,
+    And,
+    Or,
+}
+
+/// What evaluation needs besides the record.
+pub(crate) struct Env<'a> {
+    pub big: bool,
+    pub long_size: u32,
+    pub kallsyms: &'a Kallsyms,
+    pub printk: &'a HashMap<u64, String>,
+}
+
+impl Env<'_> {
+    #[inline]
+    pub(crate) fn num(&self, b: &[u8]) -> u64 {
+        match b.len() {
+            1 | 2 | 4 | 8 => crate::model::uint(b, self.big),
+            _ => 0,
+        }
+    }
+    /// A field's value, 0 when outside the record.
+    #[inline]
+    pub(crate) fn read(&self, rec: &[u8], offset: usize, size: usize) -> u64 {
+        rec.get(offset..offset + size).map_or(0, |b| self.num(b))
+    }
+    /// libtraceevent's `dynamic_offset_field`: (offset, len) of a dynamic array's data.
+    pub(crate) fn dyn_loc(&self, rec: &[u8], f: &FieldInfo) -> (usize, usize) {
+        let v = self.read(rec, f.offset, f.size.min(4));
+        let mut off = (v & 0xffff) as usize;
+        let len = ((v >> 16) & 0xffff) as usize;
+        if f.relative {
+            off += f.offset + f.size;
+        }
+        (off, len)
+    }
+    /// Start of an array field's data in the record.
+    fn array_start(&self, rec: &[u8], e: &Expr) -> Option<usize> {
+        match e {
+            Expr::DynArray(Some(f)) => Some(self.dyn_loc(rec, f).0),
+            Expr::Field(Some(f)) => Some(f.offset),
+            _ => None,
+        }
+    }
+
+    /// libtraceevent's `eval_num_arg`.
+    pub(crate) fn eval(&self, rec: &[u8], e: &Expr) -> u64 {
+        match e {
+            Expr::Atom { num, .. } => *num,
+            Expr::Field(Some(f)) => self.read(rec, f.offset, f.size),
+            Expr::Field(None) | Expr::Str(_) | Expr::Bitmask(_) | Expr::Cpumask(_) => 0,
+            Expr::Flags { .. }
+            | Expr::Symbolic { .. }
+            | Expr::Hex { .. }
+            | Expr::IntArray { .. } => 0,
+            Expr::DynArrayLen(Some(f)) => self.dyn_loc(rec, f).1 as u64,
+            Expr::DynArrayLen(None) => 0,
+            // The address of the data: meaningless outside libtraceevent; pmlab gives the offset.
+            Expr::DynArray(Some(f)) => self.dyn_loc(rec, f).0 as u64,
+            Expr::DynArray(None) => 0,
+            Expr::Cast { ty, item } => eval_type(self.eval(rec, item), ty),
+            Expr::Unary(op, r) => {
+                let r = self.eval(rec, r);
+                match op {
+                    b'!' => (r == 0) as u64,
+                    b'~' => !r,
+                    b'-' => 0u64.wrapping_sub(r),
+                    _ => r,
+                }
+            }
+            Expr::Cond(c, a, b) => {
+                if self.eval(rec, c) != 0 {
+                    self.eval(rec, a)
+                } else {
+                    self.eval(rec, b)
+                }
+            }
+            Expr::Index(l, r) => {
+                let idx = self.eval(rec, r) as usize;
+                let mut inner = &**l;
+                let mut cast = None;
+                while let Expr::Cast { ty, item } = inner {
+                    cast.get_or_insert(ty);
+                    inner = item;
+                }
+                let (offset, size) = match inner {
+                    Expr::DynArray(Some(f)) => {
+                        (self.dyn_loc(rec, f).0 + idx, f.elem_size.max(1))
+                    }
+                    Expr::Field(Some(f)) => (f.offset + idx * f.elem_size, f.elem_size),
+                    _ => return 0,
+                };
+                let v = self.read(rec, offset, size);
+                match cast {
+                    Some(t) => eval_type(v, t.strip_suffix('*').unwrap_or(t).trim_end()),
+                    None => v,
+                }
+            }
+            Expr::Binary(op, l, r) => {
+                let (l, r) = (self.eval(rec, l), self.eval(rec, r));
+                // libtraceevent's eval_num_arg has no '^' (it warns and gives 0).
+                if *op == Op::Xor {
+                    0
+                } else {
+                    apply(*op, l, r)
+                }
+            }
+        }
+    }
+
+    /// libtraceevent's `print_str_arg`: `e` printed with a `%s` conversion.
+    pub(crate) fn print_str(
+        &self,
+        out: &mut Vec<u8>,
+        rec: &[u8],
+        spec: &Spec,
+        star: Option<i64>,
+        e: &Expr,
+    ) {
+        match e {
+            Expr::Atom { text, .. } => spec.str(out, text, star),
+            Expr::Field(Some(f)) => {
+                if !f.array && f.size == self.long_size as usize {
+                    let addr = self.read(rec, f.offset, f.size);
+                    match self.printk.get(&addr) {
+                        Some(s) => out.extend_from_slice(s.as_bytes()),
+                        None => push_hex(out, addr),
+                    }
+                    return;
+                }
+                let len = if f.size > 0 {
+                    f.size
+                } else {
+                    rec.len().saturating_sub(f.offset)
+                };
+                let b = rec
+                    .get(f.offset..(f.offset + len).min(rec.len()))
+                    .unwrap_or(&[]);
+                spec.str(out, b, star);
+            }
+            Expr::Flags { val, delim, list } => {
+                let mut v = self.eval(rec, val);
+                let mut printed = false;
+                for (fval, s) in list.iter() {
+                    if v == 0 && *fval < 0 {
+                        spec.str(out, s, star);
+                        break;
+                    }
+                    let fv = *fval as u64;
+                    if *fval > 0 && v & fv == fv {
+                        if printed {
+                            out.extend_from_slice(delim);
+                        }
+                        spec.str(out, s, star);
+                        printed = true;
+                        v &= !fv;
+                    }
+                }
+                if v != 0 {
+                    if printed {
+                        out.extend_from_slice(delim);
+                    }
+                    out.extend_from_slice(b"0x");
+                    push_hex(out, v);
+                }
+            }
+            Expr::Symbolic { val, list } => {
+                let v = self.eval(rec, val);
+                match list.iter().find(|(f, _)| *f as u64 == v) {
+                    Some((_, s)) => spec.str(out, s, star),
+                    None => {
+                        out.extend_from_slice(b"0x");
+                        push_hex(out, v);
+                    }
+                }
+            }
+            Expr::Hex { field, len, spaced } => {
+                let Some(start) = self.array_start(rec, field) else {
+                    return;
+                };
+                let n = self.eval(rec, len) as usize;
+                for i in 0..n {
+                    if i > 0 && *spaced {
+                        out.push(b' ');
+                    }
+                    let b = rec.get(start + i).copied().unwrap_or(0);
+                    if b < 16 {
+                        out.push(b'0');
+                    }
+                    push_hex(out, b as u64);
+                }
+            }
+            Expr::IntArray {
+                field,
+                count,
+                el_size,
+            } => {
+                let Some(mut at) = self.array_start(rec, field) else {
+                    return;
+                };
+                let n = self.eval(rec, count) as usize;
+                let mut es = self.eval(rec, el_size) as usize;
+                // libtraceevent 1.7 (the trace-cmd 3.1 of Debian 12): decimal, space-separated.
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(b' ');
+                    }
+                    if matches!(es, 1 | 2 | 4 | 8) {
+                        push_u64(out, self.read(rec, at, es));
+                    } else {
+                        out.extend_from_slice(b"BAD SIZE:");
+                        push_i64(out, es as i64);
+                        out.extend_from_slice(b" 0x");
+                        push_hex(out, rec.get(at).copied().unwrap_or(0) as u64);
+                        es = 1;
+                    }
+                    at += es;
+                }
+            }
+            Expr::Str(Some(f)) => {
+                let (off, len) = self.dyn_loc(rec, f);
+                if len == 0 {
+                    return;
+                }
+                spec.str(out, rec.get(off..).unwrap_or(&[]), star);
+            }
+            Expr::Bitmask(Some(f)) => {
+                let (off, len) = self.dyn_loc(rec, f);
+                let data = rec.get(off..off + len).unwrap_or(&[]);
+                let start = out.len();
+                bitmask(out, data, self.big);
+                let s = out.split_off(start);
+                spec.str(out, &s, star);
+            }
+            Expr::Cpumask(Some(f)) => {
+                let (off, len) = self.dyn_loc(rec, f);
+                let data = rec.get(off..off + len).unwrap_or(&[]);
+                let start = out.len();
+                cpumask(out, data, self.big);
+                let s = out.split_off(start);
+                spec.str(out, &s, star);
+            }
+            Expr::Cond(c, a, b) => {
+                let e = if self.eval(rec, c) != 0 { a } else { b };
+                self.print_str(out, rec, spec, star, e);
+            }
+            _ => {}
+        }
+    }
+
+    /// `%pS`/`%ps`/`%pF`/`%pf`: the symbol (with `+0x` offset for S and F), or the address.
+    pub(crate) fn print_function(&self, out: &mut Vec<u8>, addr: u64, offset: bool) {
+        match self.kallsyms.function_bytes_at(addr) {
+            Some((a, name)) => {
+                out.extend_from_slice(name);
+                if offset {
+                    out.extend_from_slice(b"+0x");
+                    push_hex(out, addr.wrapping_sub(a));
+                }
+            }
+            None => {
+                out.extend_from_slice(b"0x");
+                push_hex(out, addr);
+            }
+        }
+    }
+}
+
+/// The kernel's bitmask text: hex, a comma every 32 bits.
+fn bitmask(out: &mut Vec<u8>, data: &[u8], big: bool) {
+    let size = data.len();
+    let nr_bits = size * 8;
+    let str_size = (nr_bits + 3) / 4 + nr_bits.saturating_sub(1) / 32;
+    let mut s = vec![b'0'; str_size];
+    let mut len = 0usize;
+    let mut i = str_size as isize - 2;
+    while i >= 0 {
+        let index = if big { size - (len + 1) } else { len };
+        let b = data[index];
+        let h = b"0123456789abcdef";
+        s[i as usize] = h[(b >> 4) as usize];
+        s[i as usize + 1] = h[(b & 15) as usize];
+        len += 1;
+        if len & 3 == 0 && i > 0 {
+            i -= 1;
+            s[i as usize] = b',';
+        }
+        i -= 2;
+    }
+    out.extend_from_slice(&s);
+}
+
+/// A CPU list (`0-3,7`) from a cpumask.
+fn cpumask(out: &mut Vec<u8>, data: &[u8], big: bool) {
+    let size = data.len();
+    let bit = |n: usize| {
+        let byte = n / 8;
+        let index = if big { size - (byte + 1) } else { byte };
+        data[index] >> (n % 8) & 1 == 1
+    };
+    let mut first = true;
+    let mut n = 0;
+    while n < size * 8 {
+        if !bit(n) {
+            n += 1;
+            continue;
+        }
+        let start = n;
+        while n < size * 8 && bit(n) {
+            n += 1;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        push_u64(out, start as u64);
+        if n > start + 1 {
+            out.push(b'-');
+            push_u64(out, (n - 1) as u64);
+        }
+    }
+}
+
+/// libtraceevent's `eval_type_str` (signedness is never applied there either).
+pub(crate) fn eval_type(val: u64, ty: &str) -> u64 {
+    if ty.len() < 2 || ty.ends_with('*') || ty.starts_with("struct") {
+        return val;
+    }
+    match ty {
+        "u8" => val & 0xff,
+        "u16" => val & 0xffff,
+        "u32" => val & 0xffff_ffff,
+        "s8" => val & 0xff,
+        "s16" => val & 0xffff,
+        "s32" => val & 0xffff_ffff,
+        _ => match ty.strip_prefix("unsigned ").unwrap_or(ty) {
+            "char" => val & 0xff,
+            "short" => val & 0xffff,
+            "int" => val & 0xffff_ffff,
+            _ => val,
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tokens and the parser.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Item(String),
+    Str(Vec<u8>),
+    Op(&'static str),
+    Delim(u8),
+}
+
+/// Why a print format cannot be evaluated (libtraceevent then prints `[FAILED TO PARSE]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("print format: {0}")]
+pub struct ParseError(pub String);
+
+fn err<T>(m: impl Into<String>) -> Result<T, ParseError> {
+    Err(ParseError(m.into()))
+}
+
+const OPS: &[&str] = &[
+    "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+", "-", "*", "/", "%",
+    "<", ">", "&", "|", "^", "!", "~", "?", ":", "=", ".",
+];
+
+fn unescape(b: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            i += 1;
+            v.push(match b[i] {
+                b'n' => b'\n',
+                b't' => b'\t',
+                b'r' => b'\r',
+                c => c,
+            });
+        } else {
+            v.push(b[i]);
+        }
+        i += 1;
+    }
+    v
+}
+
+fn tokenize(s: &str) -> Result<Vec<Tok>, ParseError> {
+    let b = s.as_bytes();
+    let mut t = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == b'_' {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            t.push(Tok::Item(s[st..i].to_string()));
+        } else if c == b'"' || c == b'\'' {
+            let st = i + 1;
+            i += 1;
+            while i < b.len() && b[i] != c {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            if i >= b.len() {
+                return err("unterminated string");
+            }
+            let text = unescape(&b[st..i]);
+            i += 1;
+            if c == b'\'' {
+                // A character constant is its value.
+                t.push(Tok::Item(text.first().copied().unwrap_or(0).to_string()));
+            } else if let Some(Tok::Str(prev)) = t.last_mut() {
+                prev.extend_from_slice(&text);
+            } else {
+                t.push(Tok::Str(text));
+            }
+        } else if matches!(c, b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b';') {
+            t.push(Tok::Delim(c));
+            i += 1;
+        } else if let Some(op) = OPS.iter().find(|op| b[i..].starts_with(op.as_bytes())) {
+            t.push(Tok::Op(op));
+            i += op.len();
+        } else {
+            return err(format!("unexpected character {:?}", c as char));
+        }
+    }
+    Ok(t)
+}
+
+struct Parser<'a> {
+    toks: Vec<Tok>,
+    pos: usize,
+    fmt: &'a EventFormat,
+    long_size: u32,
+}
+
+fn binop(op: &str) -> Option<(Op, u8)> {
+    // (operator, precedence: higher binds tighter)
+    Some(match op {
+        "*" => (Op::Mul, 10),
+        "/" => (Op::Div, 10),
+        "%" => (Op::Rem, 10),
+        "+" => (Op::Add, 9),
+        "-" => (Op::Sub, 9),
+        "<<" => (Op::Shl, 8),
+        ">>" => (Op::Shr, 8),
+        "<" => (Op::Lt, 7),
+        ">" => (Op::Gt, 7),
+        "<=" => (Op::Le, 7),
+        ">=" => (Op::Ge, 7),
+        "==" => (Op::Eq, 6),
+        "!=" => (Op::Ne, 6),
+        "&" => (Op::BitAnd, 5),
+        "^" => (Op::Xor, 4),
+        "|" => (Op::BitOr, 3),
+        "&&" => (Op::And, 2),
+        "||" => (Op::Or, 1),
+        _ => return None,
+    })
+}
+
+/// libtraceevent's `get_op_prio` (lower binds tighter).
+fn lib_prio(op: Op) -> u8 {
+    match op {
+        Op::Mul | Op::Div | Op::Rem => 6,
+        Op::Add | Op::Sub => 7,
+        Op::Shl | Op::Shr => 8,
+        Op::Lt | Op::Gt | Op::Le | Op::Ge => 9,
+        Op::Eq | Op::Ne => 10,
+        Op::BitAnd => 11,
+        Op::Xor => 12,
+        Op::BitOr => 13,
+        Op::And => 14,
+        Op::Or => 15,
+    }
+}
+
+/// libtraceevent's `eval_flag`: numbers, and the few names it knows.
+fn eval_flag(e: &Expr) -> i64 {
+    const NAMES: &[(&str, i64)] = &[
+        ("HI_SOFTIRQ", 0),
+        ("TIMER_SOFTIRQ", 1),
+        ("NET_TX_SOFTIRQ", 2),
+        ("NET_RX_SOFTIRQ", 3),
+        ("BLOCK_SOFTIRQ", 4),
+        ("IRQ_POLL_SOFTIRQ", 5),
+        ("TASKLET_SOFTIRQ", 6),
+        ("SCHED_SOFTIRQ", 7),
+        ("HRTIMER_SOFTIRQ", 8),
+        ("RCU_SOFTIRQ", 9),
+        ("HRTIMER_NORESTART", 0),
+        ("HRTIMER_RESTART", 1),
+    ];
+    match const_eval(e) {
+        Some(v) => v as i64,
+        None => match e {
+            Expr::Atom { text, .. } => NAMES
+                .iter()
+                .find(|(n, _)| n.as_bytes() == &**text)
+                .map_or(-1, |(_, v)| *v),
+            _ => -1,
+        },
+    }
+}
+
+/// The value of an expression of number literals (what libtraceevent folds at parse time).
+fn const_eval(e: &Expr) -> Option<u64> {
+    match e {
+        Expr::Atom { num, text } => text.first().filter(|c| c.is_ascii_digit()).map(|_| *num),
+        Expr::Cast { ty, item } => const_eval(item).map(|v| eval_type(v, ty)),
+        Expr::Unary(op, r) => {
+            let r = const_eval(r)?;
+            Some(match op {
+                b'!' => (r == 0) as u64,
+                b'~' => !r,
+                b'-' => 0u64.wrapping_sub(r),
+                _ => r,
+            })
+        }
+        Expr::Binary(op, l, r) => Some(apply(*op, const_eval(l)?, const_eval(r)?)),
+        _ => None,
+    }
+}
+
+/// A binary operator on two values, as C on unsigned long long.
+fn apply(op: Op, l: u64, r: u64) -> u64 {
+    match op {
+        Op::Mul => l.wrapping_mul(r),
+        Op::Div => l.checked_div(r).unwrap_or(0),
+        Op::Rem => l.checked_rem(r).unwrap_or(0),
+        Op::Add => l.wrapping_add(r),
+        Op::Sub => l.wrapping_sub(r),
+        Op::Shl => l.wrapping_shl(r as u32),
+        Op::Shr => l.wrapping_shr(r as u32),
+        Op::Lt => (l < r) as u64,
+        Op::Gt => (l > r) as u64,
+        Op::Le => (l <= r) as u64,
+        Op::Ge => (l >= r) as u64,
+        Op::Eq => (l == r) as u64,
+        Op::Ne => (l != r) as u64,
+        Op::BitAnd => l & r,
+        Op::Xor => l ^ r,
+        Op::BitOr => l | r,
+        Op::And => (l != 0 && r != 0) as u64,
+        Op::Or => (l != 0 || r != 0) as u64,
+    }
+}
+
+fn num(v: u64) -> Expr {
+    Expr::Atom {
+        num: v,
+        text: v.to_string().into_bytes().into(),
+    }
+}
+
+/// C's strtoull(s, NULL, 0) of a whole word (0 when not a number).
+fn strtoull(s: &str) -> u64 {
+    let t = s.trim_end_matches(['u', 'U', 'l', 'L']);
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).unwrap_or(0)
+    } else if t.len() > 1 && t.starts_with('0') {
+        u64::from_str_radix(&t[1..], 8).unwrap_or(0)
+    } else {
+        t.parse().unwrap_or(0)
+    }
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+    fn expect_delim(&mut self, d: u8) -> Result<(), ParseError> {
+        match self.next() {
+            Some(Tok::Delim(x)) if x == d => Ok(()),
+            other => err(format!("expected {:?}, found {other:?}", d as char)),
+        }
+    }
+    fn field(&self, name: &str) -> Option<FieldInfo> {
+        self.fmt.field(name).map(FieldInfo::of)
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        let c = self.binary(0)?;
+        if self.peek() == Some(&Tok::Op("?")) {
+            self.pos += 1;
+            let a = self.expr()?;
+            match self.next() {
+                Some(Tok::Op(":")) => {}
+                other => return err(format!("expected ':', found {other:?}")),
+            }
+            let b = self.expr()?;
+            return Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
+        }
+        Ok(c)
+    }
+
+    fn binary(&mut self, min: u8) -> Result<Expr, ParseError> {
+        let mut l = self.unary()?;
+        loop {
+            let Some(Tok::Op(op)) = self.peek() else {
+                return Ok(l);
+            };
+            let Some((op, prec)) = binop(op) else {
+                return Ok(l);
+            };
+            if prec <= min {
+                return Ok(l);
+            }
+            self.pos += 1;
+            let start = self.pos;
+            // Operators of equal precedence group to the right in libtraceevent
+            // (`a - b - c` is `a - (b - c)` there); pmlab prints what trace-cmd prints.
+            let r = self.binary(prec - 1)?;
+            // libtraceevent's process_op rotates a right operand that is an operator of
+            // lower precedence as if its parentheses were not there: `a & (b | c)` is
+            // evaluated as `(a & b) | c`. trace-cmd prints that, so pmlab does too.
+            let paren = self.toks.get(start) == Some(&Tok::Delim(b'('))
+                && self.cast_at(start).is_none()
+                && self.matching(start) == Some(self.pos - 1);
+            l = match r {
+                Expr::Binary(rop, rl, rr) if paren && lib_prio(op) < lib_prio(rop) => {
+                    Expr::Binary(rop, Box::new(Expr::Binary(op, Box::new(l), rl)), rr)
+                }
+                r => Expr::Binary(op, Box::new(l), Box::new(r)),
+            };
+        }
+    }
+
+    fn unary(&mut self) -> Result<Expr, ParseError> {
+        match self.peek() {
+            Some(Tok::Op(op @ ("!" | "~" | "-" | "+"))) => {
+                let c = op.as_bytes()[0];
+                self.pos += 1;
+                let r = self.unary()?;
+                Ok(Expr::Unary(c, Box::new(r)))
+            }
+            Some(Tok::Delim(b'(')) => {
+                if let Some((ty, after)) = self.cast_at(self.pos) {
+                    self.pos = after;
+                    let item = self.unary()?;
+                    return Ok(Expr::Cast {
+                        ty: ty.into(),
+                        item: Box::new(item),
+                    });
+                }
+                self.postfix()
+            }
+            _ => self.postfix(),
+        }
+    }
+
+    /// `(type)` at `at` followed by an operand: the type text and the position after `)`.
+    fn cast_at(&self, at: usize) -> Option<(String, usize)> {
+        let mut words: Vec<&str> = Vec::new();
+        let mut i = at + 1;
+        loop {
+            match self.toks.get(i)? {
+                Tok::Item(w) if w != "REC" && !w.as_bytes()[0].is_ascii_digit() => words.push(w),
+                Tok::Op("*") if !words.is_empty() => words.push("*"),
+                Tok::Delim(b')') => break,
+                _ => return None,
+            }
+            i += 1;
+        }
+        if words.is_empty() {
+            return None;
+        }
+        match self.toks.get(i + 1) {
+            Some(Tok::Item(_)) | Some(Tok::Str(_)) | Some(Tok::Delim(b'(')) => {}
+            _ => return None,
+        }
+        Some((words.join(" "), i + 1))
+    }
+
+    fn postfix(&mut self) -> Result<Expr, ParseError> {
+        let mut e = self.primary()?;
+        while self.peek() == Some(&Tok::Delim(b'[')) {
+            self.pos += 1;
+            let idx = self.expr()?;
+            self.expect_delim(b']')?;
+            e = Expr::Index(Box::new(e), Box::new(idx));
+        }
+        Ok(e)
+    }
+
+    /// The index of the `)` closing the `(` at `at`.
+    fn matching(&self, at: usize) -> Option<usize> {
+        let mut depth = 0;
+        for (k, t) in self.toks.iter().enumerate().skip(at) {
+            match t {
+                Tok::Delim(b'(') => depth += 1,
+                Tok::Delim(b')') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(k);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn name_arg(&mut self) -> Result<String, ParseError> {
+        // `name` or `REC->name` inside a helper's parentheses.
+        match self.next() {
+            Some(Tok::Item(w)) if w == "REC" => {
+                if self.next() != Some(Tok::Op("->")) {
+                    return err("expected -> after REC");
+                }
+                match self.next() {
+                    Some(Tok::Item(n)) => Ok(n),
+                    other => err(format!("expected a field name, found {other:?}")),
+                }
+            }
+            Some(Tok::Item(w)) => Ok(w),
+            other => err(format!("expected a field name, found {other:?}")),
+        }
+    }
+
+    fn symbol_list(&mut self) -> Result<Box<[(i64, Box<[u8]>)]>, ParseError> {
+        let mut list = Vec::new();
+        loop {
+            match self.next() {
+                Some(Tok::Delim(b')')) => break,
+                Some(Tok::Delim(b',')) => continue,
+                Some(Tok::Delim(b'{')) => {
+                    let v = self.expr()?;
+                    self.expect_delim(b',')?;
+                    let s = match self.next() {
+                        Some(Tok::Str(s)) => s,
+                        other => return err(format!("expected a string, found {other:?}")),
+                    };
+                    self.expect_delim(b'}')?;
+                    list.push((eval_flag(&v), s.into_boxed_slice()));
+                }
+                other => return err(format!("bad symbol list at {other:?}")),
+            }
+        }
+        Ok(list.into_boxed_slice())
+    }
+
+    fn primary(&mut self) -> Result<Expr, ParseError> {
+        match self.next() {
+            Some(Tok::Str(s)) => Ok(Expr::Atom {
+                num: 0,
+                text: s.into_boxed_slice(),
+            }),
+            Some(Tok::Delim(b'(')) => {
+                let e = self.expr()?;
+                self.expect_delim(b')')?;
+                Ok(e)
+            }
+            Some(Tok::Item(w)) if w == "REC" => {
+                if self.next() != Some(Tok::Op("->")) {
+                    return err("expected -> after REC");
+                }
+                match self.next() {
+                    Some(Tok::Item(n)) => Ok(Expr::Field(self.field(&n))),
+                    other => err(format!("expected a field name, found {other:?}")),
+                }
+            }
+            Some(Tok::Item(w)) if self.peek() == Some(&Tok::Delim(b'(')) => {
+                self.pos += 1;
+                self.call(&w)
+            }
+            Some(Tok::Item(w)) => Ok(Expr::Atom {
+                num: strtoull(&w),
+                text: w.into_bytes().into_boxed_slice(),
+            }),
+            other => err(format!("unexpected {other:?}")),
+        }
+    }
+
+    /// A helper call, after its `(`.
+    fn call(&mut self, name: &str) -> Result<Expr, ParseError> {
+        let e = match name {
+            "__print_flags" | "__print_symbolic" => {
+                let val = Box::new(self.expr()?);
+                self.expect_delim(b',')?;
+                if name == "__print_flags" {
+                    let delim = match self.next() {
+                        Some(Tok::Str(s)) => s,
+                        other => return err(format!("expected a delimiter, found {other:?}")),
+                    };
+                    self.expect_delim(b',')?;
+                    let list = self.symbol_list()?;
+                    return Ok(Expr::Flags {
+                        val,
+                        delim: delim.into_boxed_slice(),
+                        list,
+                    });
+                }
+                let list = self.symbol_list()?;
+                return Ok(Expr::Symbolic { val, list });
+            }
+            "__print_hex" | "__print_hex_str" => {
+                let field = Box::new(self.expr()?);
+                self.expect_delim(b',')?;
+                let len = Box::new(self.expr()?);
+                Expr::Hex {
+                    field,
+                    len,
+                    spaced: name == "__print_hex",
+                }
+            }
+            "__print_array" => {
+                let field = Box::new(self.expr()?);
+                self.expect_delim(b',')?;
+                let count = Box::new(self.expr()?);
+                self.expect_delim(b',')?;
+                let el_size = Box::new(self.expr()?);
+                Expr::IntArray {
+                    field,
+                    count,
+                    el_size,
+                }
+            }
+            "__get_str" | "__get_rel_str" => { let n = self.name_arg()?; Expr::Str(self.field(&n)) },
+            "__get_bitmask" | "__get_rel_bitmask" => { let n = self.name_arg()?; Expr::Bitmask(self.field(&n)) },
+            "__get_cpumask" | "__get_rel_cpumask" => { let n = self.name_arg()?; Expr::Cpumask(self.field(&n)) },
+            "__get_dynamic_array"
+            | "__get_rel_dynamic_array"
+            | "__get_sockaddr"
+            | "__get_sockaddr_rel" => { let n = self.name_arg()?; Expr::DynArray(self.field(&n)) },
+            "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
+                { let n = self.name_arg()?; Expr::DynArrayLen(self.field(&n)) }
+            }
+            "__builtin_expect" => {
+                let e = self.expr()?;
+                self.expect_delim(b',')?;
+                let _ = self.expr()?;
+                e
+            }
+            "__le16_to_cpu" | "__le32_to_cpu" | "__le64_to_cpu" => self.expr()?,
+            "sizeof" => {
+                let mut words = Vec::new();
+                let mut rec_field = None;
+                loop {
+                    match self.peek() {
+                        Some(Tok::Delim(b')')) => break,
+                        Some(Tok::Item(w)) if w == "REC" => {
+                            self.pos += 1;
+                            rec_field = Some(self.name_arg_after_rec()?);
+                        }
+                        Some(Tok::Item(w)) => {
+                            words.push(w.clone());
+                            self.pos += 1;
+                        }
+                        other => return err(format!("sizeof of {other:?}")),
+                    }
+                }
+                let n = if let Some(f) = rec_field {
+                    match self.field(&f) {
+                        Some(f) if !f.array => f.size as u64,
+                        _ => return err("sizeof of an array field"),
+                    }
+                } else {
+                    let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
+                    match w.as_slice() {
+                        ["int"] | ["unsigned"] | ["unsigned", "int"] => 4,
+                        ["long", "long"] | ["unsigned", "long", "long"] => 8,
+                        ["long"] | ["unsigned", "long"] => u64::from(self.long_size),
+                        [t] if matches!(*t, "u64" | "__u64" | "s64" | "__s64") => 8,
+                        [t] if matches!(*t, "u32" | "__u32" | "s32" | "__s32") => 4,
+                        [t] if matches!(*t, "u16" | "__u16" | "s16" | "__s16") => 2,
+                        [t] if matches!(*t, "u8" | "__u8" | "s8" | "__8") => 1,
+                        _ => return err(format!("sizeof({})", w.join(" "))),
+                    }
+                };
+                num(n)
+            }
+            other => return err(format!("unknown function {other}()")),
+        };
+        self.expect_delim(b')')?;
+        Ok(e)
+    }
+
+    fn name_arg_after_rec(&mut self) -> Result<String, ParseError> {
+        if self.next() != Some(Tok::Op("->")) {
+            return err("expected -> after REC");
+        }
+        match self.next() {
+            Some(Tok::Item(n)) => Ok(n),
+            other => err(format!("expected a field name, found {other:?}")),
+        }
+    }
+}
+
+/// Parse one argument expression of an event's print format.
+pub(crate) fn parse_expr(text: &str, fmt: &EventFormat, long_size: u32) -> Result<Expr, ParseError> {
+    let toks = tokenize(text)?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        fmt,
+        long_size,
+    };
+    let e = p.expr()?;
+    if p.pos != p.toks.len() {
+        return err(format!("trailing {:?}", p.toks.get(p.pos)));
+    }
+    Ok(e)
+}
+
+// ---------------------------------------------------------------------------
+// The format string.
+
+/// A piece of a print format: text, or a conversion and its argument(s).
+#[derive(Debug, Clone)]
+pub(crate) enum Piece<A> {
+    Text(Box<[u8]>),
+    /// `%d`-style: value cast to `bits`.
+    Int {
+        spec: Spec,
+        bits: u32,
+        arg: A,
+        star: Option<A>,
+    },
+    /// `%p...`: the character after `p` (b'p' when none).
+    Pointer { kind: u8, arg: A },
+    Str {
+        spec: Spec,
+        arg: A,
+        star: Option<A>,
+    },
+}
+
+/// Split a format string into pieces, taking arguments from `args` in order (libtraceevent's
+/// `parse_args`). Fails when a conversion has no argument left.
+pub(crate) fn parse_pieces<A>(
+    fmt: &[u8],
+    mut args: impl Iterator<Item = A>,
+    long_size: u32,
+) -> Result<Vec<Piece<A>>, ParseError> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let _ = long_size;
+    while i < fmt.len() {
+        if fmt[i] == b'%' && fmt.get(i + 1) != Some(&b'%') && i + 1 < fmt.len() {
+            let start = i;
+            i += 1;
+            let mut ls: i32 = 0;
+            let mut star = None;
+            loop {
+                let Some(&c) = fmt.get(i) else {
+                    return Ok(out);
+                };
+                match c {
+                    b'#' | b'.' | b'0'..=b'9' | b'-' | b'+' | b' ' => {}
+                    b'h' => ls -= 1,
+                    b'l' => ls += 1,
+                    b'L' => ls = 2,
+                    b'z' | b'Z' => ls = 1,
+                    b'*' => {
+                        if star.is_some() {
+                            return err("two * in one conversion");
+                        }
+                        star = Some(args.next().ok_or_else(|| ParseError("no argument for *".into()))?);
+                    }
+                    b'p' => {
+                        let ext = pointer_ext_len(&fmt[i + 1..]);
+                        let kind = if ext > 0 { fmt[i + 1] } else { b'p' };
+                        i += 1 + ext;
+                        let arg = args
+                            .next()
+                            .ok_or_else(|| ParseError("no argument for %p".into()))?;
+                        out.push(Piece::Pointer { kind, arg });
+                        break;
+                    }
+                    // libtraceevent 1.7 has no %c: it prints `>c<` (below) and takes no argument.
+                    b'd' | b'u' | b'i' | b'x' | b'X' | b'o' => {
+                        if !(-2..=2).contains(&ls) {
+                            return err(format!("bad length count {ls}"));
+                        }
+                        i += 1;
+                        let arg = args
+                            .next()
+                            .ok_or_else(|| ParseError("no argument for a number".into()))?;
+                        let bits = match ls {
+                            -2 => 8,
+                            -1 => 16,
+                            0 => 32,
+                            _ => 64,
+                        };
+                        out.push(Piece::Int {
+                            spec: Spec::parse(&fmt[start..i]),
+                            bits,
+                            arg,
+                            star,
+                        });
+                        break;
+                    }
+                    b's' => {
+                        i += 1;
+                        let arg = args
+                            .next()
+                            .ok_or_else(|| ParseError("no argument for %s".into()))?;
+                        out.push(Piece::Str {
+                            spec: Spec::parse(&fmt[start..i]),
+                            arg,
+                            star,
+                        });
+                        break;
+                    }
+                    other => {
+                        // libtraceevent keeps an unknown conversion as the text `>c<`.
+                        i += 1;
+                        out.push(Piece::Text(vec![b'>', other, b'<'].into()));
+                        break;
+                    }
+                }
+                i += 1;
+            }
+        } else {
+            let mut text = Vec::new();
+            while i < fmt.len() {
+                match fmt[i] {
+                    b'\\' if i + 1 < fmt.len() => {
+                        i += 1;
+                        text.push(match fmt[i] {
+                            b'n' => b'\n',
+                            b't' => b'\t',
+                            b'r' => b'\r',
+                            c => c,
+                        });
+                    }
+                    b'%' if fmt.get(i + 1) == Some(&b'%') => {
+                        text.push(b'%');
+                        i += 1;
+                    }
+                    b'%' if i + 1 < fmt.len() => break,
+                    c => text.push(c),
+                }
+                i += 1;
+            }
+            out.push(Piece::Text(text.into()));
+        }
+    }
+    Ok(out)
+}
+
+/// Characters after `%p` that belong to the conversion (libtraceevent's
+/// `parse_arg_format_pointer`).
+fn pointer_ext_len(f: &[u8]) -> usize {
+    let at = |k: usize| f.get(k).copied().unwrap_or(0);
+    match at(0) {
+        b'F' | b'S' | b'f' | b's' => 1,
+        b'M' | b'm' => 1 + matches!(at(1), b'R' | b'F') as usize,
+        b'I' | b'i' => {
+            let mut ret = 0;
+            let mut index = 2;
+            match at(1) {
+                b'S' => {
+                    while matches!(at(index), b'p' | b'f' | b's') {
+                        ret += 1;
+                        index += 1;
+                    }
+                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
+                        ret += 1;
+                        index += 1;
+                    }
+                    if at(index) == b'c' {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                b'4' => {
+                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                b'6' => {
+                    if at(index) == b'c' {
+                        ret += 1;
+                    }
+                    ret += 1;
+                }
+                _ => {}
+            }
+            ret + 1
+        }
+        b'U' => 1 + matches!(at(1), b'L' | b'l' | b'B' | b'b') as usize,
+        b'h' => 1 + matches!(at(1), b'C' | b'D' | b'N') as usize,
+        _ => 0,
+    }
+}
+
+/// Split `"fmt" "more", a, b` into the format text (escapes kept) and the top-level arguments.
+pub(crate) fn split_print_fmt(pf: &str) -> Option<(Vec<u8>, Vec<&str>)> {
+    let b = pf.as_bytes();
+    let mut i = 0;
+    let mut fmt = Vec::new();
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() || b[i] != b'"' {
+            break;
+        }
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i] != b'"' {
+            if b[i] == b'\\' {
+                i += 1;
+            }
+            i += 1;
+        }
+        if i > b.len() {
+            return None;
+        }
+        fmt.extend_from_slice(&b[start..i.min(b.len())]);
+        i += 1;
+    }
+    let rest = pf.get(i.min(pf.len())..)?.trim_start();
+    let mut args = Vec::new();
+    let Some(rest) = rest.strip_prefix(',') else {
+        return Some((fmt, args));
+    };
+    let rb = rest.as_bytes();
+    let (mut depth, mut start, mut j) = (0i32, 0usize, 0usize);
+    while j < rb.len() {
+        match rb[j] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b'"' | b'\'' => {
+                let q = rb[j];
+                j += 1;
+                while j < rb.len() && rb[j] != q {
+                    if rb[j] == b'\\' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            b',' if depth == 0 => {
+                args.push(rest.get(start..j)?.trim());
+                start = j + 1;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    let last = rest.get(start..).unwrap_or("").trim();
+    if !last.is_empty() {
+        args.push(last);
+    }
+    Some((fmt, args))
+}
+
+/// An event's print format, parsed once.
+#[derive(Debug, Clone)]
+pub(crate) struct PrintFormat {
+    pub pieces: Vec<Piece<Expr>>,
+}
+
+impl PrintFormat {
+    pub(crate) fn parse(f: &EventFormat, long_size: u32) -> Result<PrintFormat, ParseError> {
+        let (text, args) = split_print_fmt(&f.print_fmt)
+            .ok_or_else(|| ParseError("no quoted format".into()))?;
+        let exprs = args
+            .iter()
+            .map(|a| parse_expr(a, f, long_size))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pieces = parse_pieces(&text, exprs.into_iter(), long_size)?;
+        Ok(PrintFormat { pieces })
+    }
+
+    /// Write the event's text (libtraceevent's `print_event_cache`).
+    pub(crate) fn write(&self, env: &Env, rec: &[u8], out: &mut Vec<u8>) {
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => out.extend_from_slice(t),
+                Piece::Int {
+                    spec,
+                    bits,
+                    arg,
+                    star,
+                } => {
+                    let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
+                    spec.int(out, env.eval(rec, arg), *bits, star);
+                }
+                Piece::Pointer { kind, arg } => {
+                    if let Expr::Atom { num: 0, text } = arg {
+                        if !text.first().is_some_and(|c| c.is_ascii_digit()) {
+                            // A string argument to %p prints as itself (BSTRING); others 0.
+                            out.extend_from_slice(text);
+                            continue;
+                        }
+                    }
+                    pointer(env, out, *kind, env.eval(rec, arg));
+                }
+                Piece::Str { spec, arg, star } => {
+                    let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
+                    env.print_str(out, rec, spec, star, arg);
+                }
+            }
+        }
+    }
+}
+
+/// libtraceevent's `print_arg_pointer` for a value.
+pub(crate) fn pointer(env: &Env, out: &mut Vec<u8>, kind: u8, v: u64) {
+    match kind {
+        b'F' | b'f' | b'S' | b's' => env.print_function(out, v, matches!(kind, b'F' | b'S')),
+        _ => {
+            if v == 0 {
+                out.extend_from_slice(b"(nil)");
+            } else {
+                out.extend_from_slice(b"0x");
+                push_hex(out, v);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// bprint: the format comes from the file's printk formats, the arguments from the record.
+
+/// An argument of a bprint record: a number, or a string at (offset, len) in the record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BArg {
+    Num(u64),
+    Str(usize, usize),
+}
+
+/// A printk format of bprint records, parsed once: its pieces (argument indexes into the
+/// record's [`BArg`]s, 0 being the ip) and how to read the arguments out of `buf`.
+#[derive(Debug, Clone)]
+pub(crate) struct BprintFormat {
+    pub pieces: Vec<Piece<usize>>,
+    /// How each argument after the ip is stored in `buf`, in order.
+    reads: Vec<BRead>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BRead {
+    /// A number of this many bytes, 4-byte aligned.
+    Num(usize),
+    /// A NUL-terminated string.
+    Str,
+    /// A `%p<x>` whose first byte decides: a string when printable, else a long.
+    PtrOrStr(usize),
+}
+
+impl BprintFormat {
+    /// `%ps: ` followed by the printk format (libtraceevent's `get_bprint_format`).
+    pub(crate) fn parse(printk: &[u8], long_size: u32) -> BprintFormat {
+        let mut fmt = b"%ps: ".to_vec();
+        fmt.extend_from_slice(printk);
+        let reads = bprint_reads(printk, long_size as usize);
+        let n = reads.len() + 1;
+        let pieces = match parse_pieces(&fmt, 0..n, long_size) {
+            Ok(p) => p,
+            // Fewer arguments than conversions: print what parses (libtraceevent stops too).
+            Err(_) => parse_pieces_lenient(&fmt, n, long_size),
+        };
+        BprintFormat { pieces, reads }
+    }
+
+    /// The arguments of one record (`buf` starts at `buf_off`; the ip is `ip`).
+    pub(crate) fn args(&self, env: &Env, rec: &[u8], buf_off: usize, ip: u64, out: &mut Vec<BArg>) {
+        out.clear();
+        out.push(BArg::Num(ip));
+        let mut at = buf_off;
+        for r in &self.reads {
+            if at >= rec.len() {
+                break;
+            }
+            let r = match *r {
+                BRead::PtrOrStr(n) => {
+                    let b = rec[at];
+                    if (0x20..0x7f).contains(&b) {
+                        BRead::Str
+                    } else {
+                        BRead::Num(n)
+                    }
+                }
+                x => x,
+            };
+            match r {
+                BRead::Num(n) => {
+                    at = (at + 3) & !3;
+                    out.push(BArg::Num(env.read(rec, at, n)));
+                    at += n;
+                }
+                _ => {
+                    let s = &rec[at..];
+                    let len = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                    out.push(BArg::Str(at, len));
+                    at += len + 1;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn write(&self, env: &Env, rec: &[u8], args: &[BArg], out: &mut Vec<u8>) {
+        let num = |k: usize| match args.get(k) {
+            Some(BArg::Num(v)) => *v,
+            _ => 0,
+        };
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => out.extend_from_slice(t),
+                Piece::Int {
+                    spec,
+                    bits,
+                    arg,
+                    star,
+                } => {
+                    let star = star.map(|s| num(s) as i32 as i64);
+                    spec.int(out, num(*arg), *bits, star);
+                }
+                Piece::Pointer { kind, arg } => match args.get(*arg) {
+                    Some(BArg::Str(o, l)) => out.extend_from_slice(&rec[*o..*o + *l]),
+                    Some(BArg::Num(v)) => pointer(env, out, *kind, *v),
+                    None => pointer(env, out, *kind, 0),
+                },
+                Piece::Str { spec, arg, star } => {
+                    let star = star.map(|s| num(s) as i32 as i64);
+                    match args.get(*arg) {
+                        Some(BArg::Str(o, l)) => spec.str(out, &rec[*o..*o + *l], star),
+                        // An ATOM printed as a string: its decimal text.
+                        Some(BArg::Num(v)) => {
+                            let mut ib = itoa::Buffer::new();
+                            spec.str(out, ib.format(*v as i64).as_bytes(), star)
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn parse_pieces_lenient(fmt: &[u8], n: usize, long_size: u32) -> Vec<Piece<usize>> {
+    // Find the longest prefix of the format that parses with n arguments.
+    let mut end = fmt.len();
+    while end > 0 {
+        end -= 1;
+        if let Ok(p) = parse_pieces(&fmt[..end], 0..n, long_size) {
+            return p;
+        }
+    }
+    Vec::new()
+}
+
+/// How libtraceevent's `make_bprint_args` reads each argument of a printk format.
+fn bprint_reads(f: &[u8], long_size: usize) -> Vec<BRead> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < f.len() {
+        if f[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        let mut ls = 0;
+        loop {
+            i += 1;
+            let Some(&c) = f.get(i) else {
+                return v;
+            };
+            match c {
+                b'%' => break,
+                b'l' => ls += 1,
+                b'L' => ls = 2,
+                // libtraceevent 1.7 stops at a '+' flag (later versions skip it).
+                b'0'..=b'9' | b'.' | b'#' => {}
+                b'z' | b'Z' => ls = 1,
+                b'p' => {
+                    let next = f.get(i + 1).copied().unwrap_or(0);
+                    if next.is_ascii_alphanumeric() {
+                        i += 1;
+                        let special = match next {
+                            b's' | b'S' | b'x' => false,
+                            b'f' | b'F' => f.get(i + 1) == Some(&b'w'),
+                            _ => true,
+                        };
+                        if special {
+                            v.push(BRead::PtrOrStr(long_size));
+                            break;
+                        }
+                    }
+                    v.push(BRead::Num(long_size));
+                    break;
+                }
+                b'd' | b'u' | b'i' | b'x' | b'X' | b'o' => {
+                    v.push(BRead::Num(match ls {
+                        0 => 4,
+                        1 => long_size,
+                        2 => 8,
+                        n => n,
+                    }));
+                    break;
+                }
+                b'*' => v.push(BRead::Num(4)),
+                b's' => {
+                    v.push(BRead::Str);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        i += 1;
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(f: &str, v: u64, bits: u32) -> String {
+        let mut o = Vec::new();
+        Spec::parse(f.as_bytes()).int(&mut o, v, bits, None);
+        String::from_utf8(o).unwrap()
+    }
+
+    #[test]
+    fn printf_integers_as_glibc() {
+        assert_eq!(int("%d", 0xffff_ffff, 32), "-1");
+        assert_eq!(int("%u", 0xffff_ffff, 32), "4294967295");
+        assert_eq!(int("%03d", 7, 32), "007");
+        assert_eq!(int("%04u", 1, 32), "0001");
+        assert_eq!(int("%3d", 5, 32), "  5");
+        assert_eq!(int("%-4d", 5, 32), "5   ");
+        assert_eq!(int("%#x", 255, 32), "0xff");
+        assert_eq!(int("%#x", 0, 32), "0");
+        assert_eq!(int("%08x", 0xab, 32), "000000ab");
+        assert_eq!(int("%llx", u64::MAX, 64), "ffffffffffffffff");
+        assert_eq!(int("%.3d", 5, 32), "005");
+        assert_eq!(int("%+d", 5, 32), "+5");
+        assert_eq!(int("%hhu", 0x1ff, 8), "255");
+    }
+
+    #[test]
+    fn strings_with_width_and_precision() {
+        let mut o = Vec::new();
+        Spec::parse(b"%-5s").str(&mut o, b"ab", None);
+        Spec::parse(b"%.2s").str(&mut o, b"abcdef\0x", None);
+        Spec::parse(b"%*s").str(&mut o, b"z", Some(3));
+        assert_eq!(o, b"ab   ab  z");
+    }
+
+    fn fmt_with(fields: &[(&str, &str, u32, u32)], pf: &str) -> EventFormat {
+        EventFormat {
+            id: 1,
+            system: "s".into(),
+            name: "e".into(),
+            fields: fields
+                .iter()
+                .map(|(n, t, o, s)| crate::model::Field {
+                    name: n.to_string(),
+                    type_name: t.to_string(),
+                    offset: *o,
+                    size: *s,
+                    signed: false,
+                    kind: FieldKind::Int,
+                    common: false,
+                })
+                .collect(),
+            print_fmt: pf.into(),
+        }
+    }
+
+    fn render(f: &EventFormat, rec: &[u8]) -> String {
+        let k = Kallsyms::default();
+        let p = HashMap::new();
+        let env = Env {
+            big: false,
+            long_size: 8,
+            kallsyms: &k,
+            printk: &p,
+        };
+        let pf = PrintFormat::parse(f, 8).unwrap();
+        let mut o = Vec::new();
+        pf.write(&env, rec, &mut o);
+        String::from_utf8(o).unwrap()
+    }
+
+    #[test]
+    fn flags_symbols_ternaries_and_arithmetic() {
+        let f = fmt_with(
+            &[("state", "long", 0, 8), ("grow", "int", 8, 4)],
+            r#""s=%s%s g=%s x=%d", REC->state & (1024-1) ? __print_flags(REC->state & (1024-1), "|", { 1, "S"} , { 2, "D" }) : "R", REC->state & 1024 ? "+" : "", __print_symbolic(REC->grow, { 0, "zero" }, { RCU_SOFTIRQ, "nine" }), (REC->grow + 1) * 2 - 1"#,
+        );
+        let mut rec = vec![0u8; 12];
+        rec[0] = 3;
+        rec[1] = 4; // 1024
+        rec[8] = 9;
+        assert_eq!(render(&f, &rec), "s=S|D+ g=nine x=19");
+        rec[0] = 0;
+        rec[1] = 0;
+        rec[8] = 7;
+        assert_eq!(render(&f, &rec), "s=R g=0x7 x=15");
+    }
+
+    #[test]
+    fn casts_bind_to_their_operand() {
+        let f = fmt_with(
+            &[("a", "unsigned long", 0, 8), ("b", "unsigned long", 8, 8)],
+            r#""t=%ld u=%u", (long)REC->a - REC->b, (u8)REC->a"#,
+        );
+        let mut rec = vec![0u8; 16];
+        rec[0] = 0x05;
+        rec[1] = 0x01;
+        rec[8] = 0x10;
+        assert_eq!(render(&f, &rec), "t=245 u=5");
+    }
+
+    #[test]
+    fn unknown_function_fails_the_parse() {
+        let f = fmt_with(&[("a", "int", 0, 4)], r#""%d", foo(REC->a)"#);
+        assert!(PrintFormat::parse(&f, 8).is_err());
+        let f = fmt_with(&[("a", "int", 0, 4)], r#""%d %d", REC->a"#);
+        assert!(PrintFormat::parse(&f, 8).is_err());
+    }
+
+    #[test]
+    fn bprint_reads_follow_the_format() {
+        let r = bprint_reads(b"a=%d b=%lu s=%s p=%pS c=%llx", 8);
+        assert_eq!(r.len(), 5);
+        assert!(matches!(r[0], BRead::Num(4)));
+        assert!(matches!(r[1], BRead::Num(8)));
+        assert!(matches!(r[2], BRead::Str));
+        assert!(matches!(r[3], BRead::Num(8)));
+        assert!(matches!(r[4], BRead::Num(8)));
+    }
+}

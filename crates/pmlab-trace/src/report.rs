@@ -1,0 +1,691 @@
+//! `pmlab dump`'s formatted view: each event as `trace-cmd report` (3.1) prints it, its
+//! print format evaluated ([`crate::printfmt`]) or, for the events libtraceevent's plugins
+//! and trace-cmd's ftrace overrides print their own way, as they do (sched_switch,
+//! sched_wakeup, hrtimer, function, kernel_stack, bprint). Also the raw view (`-R`) with
+//! the same line header, and event/CPU selection.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+
+use crate::model::{EventFormat, Trace};
+use crate::printfmt::{pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat};
+use crate::render::Renderer;
+
+/// What to print and how.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Raw fields (`trace-cmd report -R`) instead of the print formats.
+    pub raw: bool,
+    /// Timestamps to the nanosecond (`-t`) instead of the microsecond.
+    pub full_ts: bool,
+    /// Only events of these CPUs.
+    pub cpus: Option<Vec<u32>>,
+    /// Only these events: `name` or `system:name`.
+    pub events: Vec<String>,
+}
+
+/// An event name given to `pmlab dump -e` that the trace does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("no event {name:?} in this trace; it has: {available}")]
+pub struct UnknownEvent {
+    pub name: String,
+    pub available: String,
+}
+
+/// How one event type is printed.
+enum Kind {
+    Print(PrintFormat),
+    /// libtraceevent could not parse the print format: `[FAILED TO PARSE]` and the raw fields.
+    Failed,
+    SchedSwitch {
+        prev_pid: F,
+        prev_comm: Option<F>,
+        prev_prio: Option<F>,
+        prev_state: Option<F>,
+        next_pid: F,
+        next_comm: Option<F>,
+        next_prio: Option<F>,
+        states: Vec<u8>,
+    },
+    SchedWakeup {
+        pid: F,
+        comm: Option<F>,
+        prio: Option<F>,
+        success: Option<F>,
+        target_cpu: Option<F>,
+    },
+    HrtimerExpire {
+        timer: Option<F>,
+        now: Option<F>,
+        function: Option<F>,
+    },
+    HrtimerStart {
+        timer: Option<F>,
+        function: Option<F>,
+        expires: Option<F>,
+        softexpires: Option<F>,
+    },
+    Function {
+        ip: F,
+        parent_ip: F,
+    },
+    KernelStack {
+        caller: usize,
+    },
+    Bprint {
+        ip: F,
+        fmt: F,
+        buf: usize,
+    },
+}
+
+/// (offset, size) of a field; `tep_read_number_field` reads sizes 1, 2, 4 and 8 only.
+#[derive(Clone, Copy)]
+struct F(usize, usize);
+
+fn field(f: &EventFormat, name: &str) -> Option<F> {
+    f.fields
+        .iter()
+        .find(|x| x.name == name && !x.common)
+        .map(|x| F(x.offset as usize, x.size as usize))
+}
+
+/// The task-state letters of sched_switch's `prev_state` by bit, as libtraceevent 1.7's
+/// sched_switch plugin has them (1.8 and later read them from the format's `__print_flags`,
+/// [`switch_states`]; trace-cmd 3.1 of Debian 12 links 1.7).
+const STATES: &[u8] = b"SDTtZXxW";
+
+fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
+    let sys = f.system.as_str();
+    match (sys, f.name.as_str()) {
+        ("sched", "sched_switch") => {
+            if let (Some(prev_pid), Some(next_pid)) =
+                (field(f, "prev_pid"), field(f, "next_pid"))
+            {
+                return Kind::SchedSwitch {
+                    prev_pid,
+                    prev_comm: field(f, "prev_comm"),
+                    prev_prio: field(f, "prev_prio"),
+                    prev_state: field(f, "prev_state"),
+                    next_pid,
+                    next_comm: field(f, "next_comm"),
+                    next_prio: field(f, "next_prio"),
+                    states: STATES.to_vec(),
+                };
+            }
+        }
+        ("sched", "sched_wakeup" | "sched_wakeup_new") => {
+            if let Some(pid) = field(f, "pid") {
+                return Kind::SchedWakeup {
+                    pid,
+                    comm: field(f, "comm"),
+                    prio: field(f, "prio"),
+                    success: field(f, "success"),
+                    target_cpu: field(f, "target_cpu"),
+                };
+            }
+        }
+        ("timer", "hrtimer_expire_entry") => {
+            return Kind::HrtimerExpire {
+                timer: field(f, "timer").or_else(|| field(f, "hrtimer")),
+                now: field(f, "now"),
+                function: field(f, "function"),
+            }
+        }
+        ("timer", "hrtimer_start") => {
+            return Kind::HrtimerStart {
+                timer: field(f, "timer").or_else(|| field(f, "hrtimer")),
+                function: field(f, "function"),
+                expires: field(f, "expires"),
+                softexpires: field(f, "softexpires"),
+            }
+        }
+        ("ftrace", "function") => {
+            if let (Some(ip), Some(parent_ip)) = (field(f, "ip"), field(f, "parent_ip")) {
+                return Kind::Function { ip, parent_ip };
+            }
+        }
+        ("ftrace", "kernel_stack") => {
+            if let Some(c) = f.fields.iter().find(|x| x.name == "caller") {
+                return Kind::KernelStack {
+                    caller: c.offset as usize,
+                };
+            }
+        }
+        ("ftrace", "bprint") => {
+            if let (Some(ip), Some(fmt), Some(buf)) =
+                (field(f, "ip"), field(f, "fmt"), field(f, "buf"))
+            {
+                return Kind::Bprint {
+                    ip,
+                    fmt,
+                    buf: buf.0,
+                };
+            }
+        }
+        _ => {}
+    }
+    match PrintFormat::parse(f, long_size) {
+        Ok(p) if !crate::render::print_fmt_fails(f) => Kind::Print(p),
+        _ => Kind::Failed,
+    }
+}
+
+/// Writes events as `trace-cmd report` does.
+pub struct Report<'t> {
+    trace: &'t Trace,
+    env: Env<'t>,
+    raw: Renderer<'t>,
+    /// Event kinds by id.
+    kinds: Vec<Option<Kind>>,
+    names: Vec<Option<&'t str>>,
+    /// Tasks whose names the sched plugins learned from printed events (libtraceevent's
+    /// `tep_register_comm`: only pids the saved cmdlines lack).
+    learned: HashMap<i32, Box<[u8]>>,
+    bprint: HashMap<u64, BprintFormat>,
+    bargs: Vec<BArg>,
+    opts: ReportOptions,
+    buffer_width: usize,
+    /// Selected event ids (None: all).
+    ids: Option<HashSet<u16>>,
+}
+
+impl<'t> Report<'t> {
+    /// A writer for `trace`; fails when `opts.events` names an event the trace lacks.
+    pub fn new(trace: &'t Trace, opts: ReportOptions) -> Result<Report<'t>, UnknownEvent> {
+        let max = trace.formats.keys().copied().max().unwrap_or(0) as usize;
+        let mut kinds: Vec<Option<Kind>> = (0..=max).map(|_| None).collect();
+        let mut names = vec![None; max + 1];
+        for (id, f) in &trace.formats {
+            names[*id as usize] = Some(f.name.as_str());
+            // Kinds of events the file has (formats of other events are never used).
+            kinds[*id as usize] = Some(Kind::Failed);
+        }
+        let present: HashSet<u16> = trace.events.id.iter().copied().collect();
+        for id in &present {
+            if let Some(f) = trace.formats.get(id) {
+                kinds[*id as usize] = Some(kind_of(f, trace.long_size));
+            }
+        }
+        let ids = if opts.events.is_empty() {
+            None
+        } else {
+            let mut set = HashSet::new();
+            for spec in &opts.events {
+                let (sys, name) = match spec.split_once(':') {
+                    Some((s, n)) => (s, n),
+                    None => ("", spec.as_str()),
+                };
+                let hits: Vec<u16> = trace
+                    .formats
+                    .values()
+                    .filter(|f| f.name == name && (sys.is_empty() || f.system == sys))
+                    .map(|f| f.id)
+                    .collect();
+                if hits.is_empty() {
+                    let mut have: Vec<String> = present
+                        .iter()
+                        .filter_map(|id| trace.formats.get(id))
+                        .map(|f| format!("{}:{}", f.system, f.name))
+                        .collect();
+                    have.sort();
+                    return Err(UnknownEvent {
+                        name: spec.clone(),
+                        available: have.join(", "),
+                    });
+                }
+                set.extend(hits);
+            }
+            Some(set)
+        };
+        let buffer_width = trace.meta.buffers.iter().map(|b| b.len()).max().unwrap_or(0);
+        Ok(Report {
+            trace,
+            env: Env {
+                big: trace.endian == crate::model::Endian::Big,
+                long_size: trace.long_size,
+                kallsyms: &trace.kallsyms,
+                printk: &trace.printk_formats,
+            },
+            raw: Renderer::new(trace),
+            kinds,
+            names,
+            learned: HashMap::new(),
+            bprint: HashMap::new(),
+            bargs: Vec::new(),
+            opts,
+            buffer_width,
+            ids,
+        })
+    }
+
+    /// Whether event `i` is selected by the options.
+    #[inline]
+    pub fn selected(&self, i: usize) -> bool {
+        let ev = &self.trace.events;
+        if let Some(c) = &self.opts.cpus {
+            if !c.contains(&u32::from(ev.cpu[i])) {
+                return false;
+            }
+        }
+        match &self.ids {
+            Some(ids) => ids.contains(&ev.id[i]),
+            None => true,
+        }
+    }
+
+    /// The lines before the events.
+    pub fn header(&self, out: &mut Vec<u8>) {
+        self.raw.header(out);
+    }
+
+    fn comm(&self, pid: i32) -> &[u8] {
+        if pid == 0 {
+            return b"<idle>";
+        }
+        match self.trace.cmdlines.get(&pid) {
+            Some(c) => c.as_bytes(),
+            None => self.learned.get(&pid).map_or(b"<...>", |c| c),
+        }
+    }
+
+
+    /// Append event `i` as `trace-cmd report` prints it (with its newline, and any
+    /// "EVENTS DROPPED" line before it).
+    pub fn event(&mut self, i: usize, missed: Option<i64>, out: &mut Vec<u8>) {
+        let ev = &self.trace.events;
+        let cpu = ev.cpu[i];
+        if self.trace.meta.buffers.len() > 1 {
+            let b = self.trace.meta.event_buffer.get(i).copied().unwrap_or(0) as usize;
+            let name = self.trace.meta.buffers.get(b).map_or("", |s| s.as_str());
+            let s = out.len();
+            out.extend_from_slice(name.as_bytes());
+            pad_since(out, s, self.buffer_width, false);
+            out.extend_from_slice(if name.is_empty() { b"  " } else { b": " });
+        }
+        if let Some(m) = missed {
+            out.extend_from_slice(b"CPU:");
+            push_u64(out, cpu as u64);
+            if m >= 0 {
+                out.extend_from_slice(b" [");
+                push_i64(out, m);
+                out.extend_from_slice(b" EVENTS DROPPED]\n");
+            } else {
+                out.extend_from_slice(b" [EVENTS DROPPED]\n");
+            }
+        }
+        let id = ev.id[i] as usize;
+        let Some(name) = self.names.get(id).copied().flatten() else {
+            out.extend_from_slice(
+                b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]\n",
+            );
+            return;
+        };
+        let pid = ev.pid[i];
+        // "%16s-%-5d [%03d]"
+        let s = out.len();
+        out.extend_from_slice(self.comm(pid));
+        pad_since(out, s, 16, false);
+        out.push(b'-');
+        let s = out.len();
+        push_i64(out, pid as i64);
+        pad_since(out, s, 5, true);
+        out.extend_from_slice(b" [");
+        if cpu < 10 {
+            out.extend_from_slice(b"00");
+        } else if cpu < 100 {
+            out.push(b'0');
+        }
+        push_u64(out, cpu as u64);
+        out.push(b']');
+        self.time(ev.ts[i], out);
+        out.push(b' ');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        if name.len() < 20 {
+            out.resize(out.len() + 20 - name.len(), b' ');
+        }
+        let body = out.len();
+        if self.opts.raw {
+            self.raw.raw_fields(i, out);
+        } else {
+            self.info(i, id, out);
+        }
+        if out.len() > body && out[out.len() - 1] == b'\n' {
+            out.pop();
+        }
+        out.push(b'\n');
+    }
+
+    /// " %5llu.%06llu:" (rounded to the microsecond), " %5llu.%09llu:" with `-t`, and
+    /// "%5llu.%012llu:" for clocks that do not count nanoseconds.
+    fn time(&self, ts: u64, out: &mut Vec<u8>) {
+        let meta = &self.trace.meta;
+        let (secs, frac, digits) = if meta.ts_in_ns || meta.version == 0 {
+            out.push(b' ');
+            if self.opts.full_ts {
+                (ts / 1_000_000_000, ts % 1_000_000_000, 9)
+            } else {
+                let us = (ts + 500) / 1000;
+                (us / 1_000_000, us % 1_000_000, 6)
+            }
+        } else {
+            (ts / 1_000_000_000_000, ts % 1_000_000_000_000, 12)
+        };
+        let s = out.len();
+        push_u64(out, secs);
+        pad_since(out, s, 5, false);
+        out.push(b'.');
+        let s = out.len();
+        push_u64(out, frac);
+        let n = out.len() - s;
+        if n < digits {
+            let old = out.len();
+            out.resize(old + digits - n, b'0');
+            out.copy_within(s..old, s + digits - n);
+            out[s..s + digits - n].fill(b'0');
+        }
+        out.push(b':');
+    }
+
+    fn info(&mut self, i: usize, id: usize, out: &mut Vec<u8>) {
+        let Report {
+            trace,
+            env,
+            raw,
+            kinds,
+            learned,
+            bprint,
+            bargs,
+            ..
+        } = self;
+        let trace: &Trace = trace;
+        let rec = trace.events.record(i);
+        let env: &Env = env;
+        let mut learn = |pid: u64, comm: &[u8]| {
+            let pid = pid as i32;
+            if pid != 0 && !trace.cmdlines.contains_key(&pid) && !learned.contains_key(&pid) {
+                learned.insert(pid, comm.into());
+            }
+        };
+        let rd = |f: F| env.read(rec, f.0, f.1);
+        let comm_of = |f: F| {
+            let b = rec.get(f.0..f.0 + f.1).unwrap_or(&[]);
+            &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
+        };
+        match kinds.get(id).and_then(|k| k.as_ref()) {
+            Some(Kind::Print(p)) => p.write(env, rec, out),
+            None | Some(Kind::Failed) => {
+                out.extend_from_slice(b"[FAILED TO PARSE]");
+                raw.raw_fields(i, out);
+            }
+            Some(Kind::SchedSwitch {
+                prev_pid,
+                prev_comm,
+                prev_prio,
+                prev_state,
+                next_pid,
+                next_comm,
+                next_prio,
+                states,
+            }) => {
+                let (pp, np) = (rd(*prev_pid), rd(*next_pid));
+                let (pc, nc) = (prev_comm.map(comm_of), next_comm.map(comm_of));
+                if let Some(c) = pc {
+                    out.extend_from_slice(c);
+                    out.push(b':');
+                }
+                push_i64(out, pp as i64);
+                out.push(b' ');
+                if let Some(f) = prev_prio {
+                    out.push(b'[');
+                    push_i64(out, rd(*f) as i32 as i64);
+                    out.extend_from_slice(b"] ");
+                }
+                if let Some(f) = prev_state {
+                    // 1.7 passes the state as an int.
+                    let v = rd(*f) as u32 as u64;
+                    let mut found = false;
+                    for (k, &c) in states.iter().enumerate() {
+                        if v & (1u64 << k) != 0 {
+                            if found {
+                                out.push(b'|');
+                            }
+                            found = true;
+                            out.push(c);
+                        }
+                    }
+                    if !found {
+                        out.push(b'R');
+                    }
+                }
+                out.extend_from_slice(b" ==> ");
+                if let Some(c) = nc {
+                    out.extend_from_slice(c);
+                    out.push(b':');
+                }
+                push_i64(out, np as i64);
+                if let Some(f) = next_prio {
+                    out.extend_from_slice(b" [");
+                    push_i64(out, rd(*f) as i32 as i64);
+                    out.push(b']');
+                }
+                if let Some(c) = pc {
+                    learn(pp, c);
+                }
+                if let Some(c) = nc {
+                    learn(np, c);
+                }
+            }
+            Some(Kind::SchedWakeup {
+                pid,
+                comm,
+                prio,
+                success,
+                target_cpu,
+            }) => {
+                let p = rd(*pid);
+                let c = comm.map(comm_of);
+                if let Some(c) = c {
+                    out.extend_from_slice(c);
+                    out.push(b':');
+                }
+                push_i64(out, p as i64);
+                if let Some(f) = prio {
+                    out.extend_from_slice(b" [");
+                    push_i64(out, rd(*f) as i64);
+                    out.push(b']');
+                }
+                if let Some(f) = success {
+                    out.extend_from_slice(b" success=");
+                    push_i64(out, rd(*f) as i64);
+                }
+                if let Some(f) = target_cpu {
+                    out.extend_from_slice(b" CPU:");
+                    let s = out.len();
+                    push_u64(out, rd(*f));
+                    let n = out.len() - s;
+                    if n < 3 {
+                        let old = out.len();
+                        out.resize(old + 3 - n, b'0');
+                        out.copy_within(s..old, s + 3 - n);
+                        out[s..s + 3 - n].fill(b'0');
+                    }
+                }
+                if let Some(c) = c {
+                    learn(p, c);
+                }
+            }
+            Some(Kind::HrtimerExpire {
+                timer,
+                now,
+                function,
+            }) => {
+                out.extend_from_slice(b"hrtimer=");
+                num_field(out, rec, env, *timer, NumFmt::Hex, "hrtimer");
+                out.extend_from_slice(b" now=");
+                num_field(out, rec, env, *now, NumFmt::Dec, "now");
+                func_field(out, rec, env, *function);
+            }
+            Some(Kind::HrtimerStart {
+                timer,
+                function,
+                expires,
+                softexpires,
+            }) => {
+                out.extend_from_slice(b"hrtimer=");
+                num_field(out, rec, env, *timer, NumFmt::Hex, "hrtimer");
+                func_field(out, rec, env, *function);
+                out.extend_from_slice(b" expires=");
+                num_field(out, rec, env, *expires, NumFmt::Dec, "expires");
+                out.extend_from_slice(b" softexpires=");
+                num_field(out, rec, env, *softexpires, NumFmt::Dec, "softexpires");
+            }
+            Some(Kind::Function { ip, parent_ip }) => {
+                for (k, f) in [ip, parent_ip].into_iter().enumerate() {
+                    let a = rd(*f);
+                    match env.kallsyms.function_bytes_at(a) {
+                        Some((_, name)) => {
+                            out.extend_from_slice(name);
+                            if k == 0 {
+                                out.extend_from_slice(b" <-- ");
+                            }
+                        }
+                        None => {
+                            out.extend_from_slice(b"0x");
+                            push_hex(out, a);
+                        }
+                    }
+                }
+            }
+            Some(Kind::KernelStack { caller }) => {
+                out.extend_from_slice(b"<stack trace >\n");
+                let ls = env.long_size as usize;
+                let mut at = *caller;
+                while at + ls <= rec.len() && ls > 0 {
+                    let a = env.read(rec, at, ls);
+                    if (ls == 8 && a == u64::MAX) || a as u32 == u32::MAX {
+                        break;
+                    }
+                    match env.kallsyms.function_bytes_at(a) {
+                        Some((_, name)) => {
+                            out.extend_from_slice(b"=> ");
+                            out.extend_from_slice(name);
+                            out.extend_from_slice(b" (");
+                            push_hex(out, a);
+                            out.extend_from_slice(b")\n");
+                        }
+                        None => {
+                            out.extend_from_slice(b"=> ");
+                            push_hex(out, a);
+                            out.push(b'\n');
+                        }
+                    }
+                    at += ls;
+                }
+            }
+            Some(Kind::Bprint { ip, fmt, buf }) => {
+                let (ip, addr, buf) = (rd(*ip), rd(*fmt), *buf);
+                let long_size = env.long_size;
+                let f = bprint.entry(addr).or_insert_with(|| {
+                    match trace.printk_formats.get(&addr) {
+                        Some(s) => BprintFormat::parse(s.as_bytes(), long_size),
+                        None => {
+                            let mut t = b"(NO FORMAT FOUND at ".to_vec();
+                            push_hex(&mut t, addr);
+                            t.extend_from_slice(b")\\n");
+                            BprintFormat::parse(&t, long_size)
+                        }
+                    }
+                });
+                f.args(env, rec, buf, ip, bargs);
+                f.write(env, rec, bargs, out);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum NumFmt {
+    Hex,
+    Dec,
+}
+
+/// libtraceevent's `tep_print_num_field` ("0x%llx" or "%llu"), or its error text.
+fn num_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>, fmt: NumFmt, name: &str) {
+    match f.filter(|f| matches!(f.1, 1 | 2 | 4 | 8)) {
+        Some(f) => {
+            let v = env.read(rec, f.0, f.1);
+            match fmt {
+                NumFmt::Hex => {
+                    out.extend_from_slice(b"0x");
+                    push_hex(out, v);
+                }
+                NumFmt::Dec => push_u64(out, v),
+            }
+        }
+        None => {
+            out.extend_from_slice(b"CAN'T FIND FIELD \"");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'"');
+        }
+    }
+}
+
+/// libtraceevent's `tep_print_func_field(" function=%s")`: `name/0x(start - addr)`.
+fn func_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>) {
+    let Some(f) = f.filter(|f| matches!(f.1, 1 | 2 | 4 | 8)) else {
+        return;
+    };
+    let v = env.read(rec, f.0, f.1);
+    out.extend_from_slice(b" function=");
+    match env.kallsyms.function_bytes_at(v) {
+        Some((a, name)) => {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b"/0x");
+            push_hex(out, a.wrapping_sub(v));
+        }
+        None => {
+            out.extend_from_slice(b"0x");
+            let s = out.len();
+            push_hex(out, v);
+            let n = out.len() - s;
+            if n < 8 {
+                let old = out.len();
+                out.resize(old + 8 - n, b'0');
+                out.copy_within(s..old, s + 8 - n);
+                out[s..s + 8 - n].fill(b'0');
+            }
+        }
+    }
+}
+
+/// Write the selected events of `trace` as `trace-cmd report` does (formatted, or raw with
+/// `opts.raw`), header first.
+pub fn dump<W: Write>(trace: &Trace, opts: ReportOptions, w: &mut W) -> std::io::Result<()> {
+    let mut r = Report::new(trace, opts)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    r.header(&mut out);
+    let missed = &trace.meta.missed_before;
+    let mut mi = 0;
+    for i in 0..trace.events.len() {
+        let mut m = None;
+        while mi < missed.len() && missed[mi].0 <= i {
+            if missed[mi].0 == i {
+                m = Some(missed[mi].1);
+            }
+            mi += 1;
+        }
+        if !r.selected(i) {
+            continue;
+        }
+        r.event(i, m, &mut out);
+        if out.len() >= (1 << 20) - 4096 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
