@@ -237,21 +237,9 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
     DictionaryArray::new(Int32Array::new(keys.into(), nulls), Arc::new(values))
 }
 
-/// The column names of an event's table: `ts`, `cpu`, `pid`, `comm`, then its format's
-/// fields. A field named like a common column keeps its name; the common one becomes `common_*`.
+/// The column names of an event's table (the rule is pmlab-trace's, shared with `pmlab dump --json`).
 fn column_names(fields: &[&pmlab_trace::Field]) -> Vec<String> {
-    let mut names: Vec<String> = ["ts", "cpu", "pid", "comm"]
-        .iter()
-        .map(|c| {
-            if fields.iter().any(|f| f.name == *c) {
-                format!("common_{c}")
-            } else {
-                c.to_string()
-            }
-        })
-        .collect();
-    names.extend(fields.iter().map(|f| f.name.clone()));
-    names
+    pmlab_trace::columns::table_column_names(fields)
 }
 
 /// One record batch of an event's table from its columns: `picked` indexes `names`; the

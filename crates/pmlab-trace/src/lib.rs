@@ -5,6 +5,7 @@ pub mod columns;
 pub mod dat;
 pub mod error;
 pub mod format;
+pub mod json;
 pub mod kallsyms;
 pub mod model;
 mod open;

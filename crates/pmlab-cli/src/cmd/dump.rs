@@ -22,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let res = if args.json {
-        pmlab_trace::render::dump_json(&trace, &mut lock)
+        pmlab_trace::json::dump_json(&trace, &mut lock)
     } else {
         pmlab_trace::render::dump(&trace, &mut lock)
     };
