@@ -284,8 +284,9 @@ fn batch_of(
 /// Why an event's table could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    #[error("no column {column:?} in this event (its columns: {columns})")]
-    NoColumn { column: String, columns: String },
+    /// A column the event's table does not have: its columns, close matches first.
+    #[error(transparent)]
+    NoColumn(#[from] pmlab_trace::names::Unknown),
     #[error("building the Arrow table")]
     Arrow(#[from] ArrowError),
 }
@@ -304,13 +305,16 @@ pub fn event_table(
         Some(cols) => cols
             .iter()
             .map(|c| {
-                names
-                    .iter()
-                    .position(|n| n == c)
-                    .ok_or_else(|| TableError::NoColumn {
-                        column: c.clone(),
-                        columns: names.join(", "),
-                    })
+                names.iter().position(|n| n == c).ok_or_else(|| {
+                    use pmlab_trace::names::{Known, NameKind, Unknown};
+                    let event = trace.formats.get(&id).map_or("", |f| f.name.as_str());
+                    TableError::NoColumn(Unknown::new(
+                        NameKind::Column,
+                        c.clone(),
+                        format!("in {event}"),
+                        names.iter().map(Known::new).collect(),
+                    ))
+                })
             })
             .collect::<Result<_, _>>()?,
     };
