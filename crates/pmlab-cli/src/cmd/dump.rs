@@ -18,7 +18,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let trace = pmlab_trace::open(&args.file).context("cannot read trace")?;
+    // JSON prints no symbols: kallsyms are not read for it.
+    let opts = if args.json {
+        pmlab_trace::dat::LoadOptions::without_kallsyms()
+    } else {
+        pmlab_trace::dat::LoadOptions::default()
+    };
+    let trace = pmlab_trace::open_with(&args.file, &opts).context("cannot read trace")?;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let res = if args.json {
