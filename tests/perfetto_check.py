@@ -121,7 +121,7 @@ def main():
         d = json.loads(line)
         if d["event"] != "sched_switch":
             continue
-        f = d["fields"]
+        f = d  # fields are top-level keys, typed as the Python tables
         want_sw[d["cpu"]].append((d["ts"],) + tuple(f[k] for k in SWITCH_FIELDS))
     if dump.wait() != 0:
         fail("pmlab dump --json failed")

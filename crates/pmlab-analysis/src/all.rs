@@ -55,12 +55,10 @@ impl Analysis {
     }
 }
 
-/// An `--only` name that is not an analysis.
+/// An `--only` name that is not an analysis: the analyses, close matches first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown analysis {0:?}: choose from idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif"
-)]
-pub struct UnknownAnalysis(pub String);
+#[error(transparent)]
+pub struct UnknownAnalysis(pub pmlab_trace::names::Unknown);
 
 impl std::str::FromStr for Analysis {
     type Err = UnknownAnalysis;
@@ -68,7 +66,11 @@ impl std::str::FromStr for Analysis {
         Analysis::ALL
             .into_iter()
             .find(|a| a.as_str() == s)
-            .ok_or_else(|| UnknownAnalysis(s.to_string()))
+            .ok_or_else(|| {
+                use pmlab_trace::names::{Known, NameKind, Unknown};
+                let known = Analysis::ALL.map(|a| Known::new(a.as_str())).to_vec();
+                UnknownAnalysis(Unknown::new(NameKind::Analysis, s, "", known))
+            })
     }
 }
 

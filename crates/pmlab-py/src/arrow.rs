@@ -237,21 +237,9 @@ fn comm_column(trace: &pmlab_trace::Trace, pids: &[i32]) -> DictionaryArray<Int3
     DictionaryArray::new(Int32Array::new(keys.into(), nulls), Arc::new(values))
 }
 
-/// The column names of an event's table: `ts`, `cpu`, `pid`, `comm`, then its format's
-/// fields. A field named like a common column keeps its name; the common one becomes `common_*`.
+/// The column names of an event's table (the rule is pmlab-trace's, shared with `pmlab dump --json`).
 fn column_names(fields: &[&pmlab_trace::Field]) -> Vec<String> {
-    let mut names: Vec<String> = ["ts", "cpu", "pid", "comm"]
-        .iter()
-        .map(|c| {
-            if fields.iter().any(|f| f.name == *c) {
-                format!("common_{c}")
-            } else {
-                c.to_string()
-            }
-        })
-        .collect();
-    names.extend(fields.iter().map(|f| f.name.clone()));
-    names
+    pmlab_trace::columns::table_column_names(fields)
 }
 
 /// One record batch of an event's table from its columns: `picked` indexes `names`; the
@@ -296,8 +284,9 @@ fn batch_of(
 /// Why an event's table could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    #[error("no column {column:?} in this event (its columns: {columns})")]
-    NoColumn { column: String, columns: String },
+    /// A column the event's table does not have: its columns, close matches first.
+    #[error(transparent)]
+    NoColumn(#[from] pmlab_trace::names::Unknown),
     #[error("building the Arrow table")]
     Arrow(#[from] ArrowError),
 }
@@ -316,13 +305,16 @@ pub fn event_table(
         Some(cols) => cols
             .iter()
             .map(|c| {
-                names
-                    .iter()
-                    .position(|n| n == c)
-                    .ok_or_else(|| TableError::NoColumn {
-                        column: c.clone(),
-                        columns: names.join(", "),
-                    })
+                names.iter().position(|n| n == c).ok_or_else(|| {
+                    use pmlab_trace::names::{Known, NameKind, Unknown};
+                    let event = trace.formats.get(&id).map_or("", |f| f.name.as_str());
+                    TableError::NoColumn(Unknown::new(
+                        NameKind::Column,
+                        c.clone(),
+                        format!("in {event}"),
+                        names.iter().map(Known::new).collect(),
+                    ))
+                })
             })
             .collect::<Result<_, _>>()?,
     };

@@ -80,53 +80,17 @@ impl Trace {
         })
     }
 
-    /// The event id named `name` (`NAME` or `SYSTEM:NAME`).
-    fn event_id(&self, name: &str) -> PyResult<u16> {
+    /// The event id named `name` (`NAME` or `SYSTEM:NAME`). Unknown, the error lists the
+    /// trace's events with their counts, close matches first (the events are decoded for that).
+    fn event_id(&self, py: Python<'_>, name: &str) -> PyResult<u16> {
         let (sys, ev) = name.split_once(':').unwrap_or(("", name));
-        self.head.event_id(sys, ev).ok_or_else(|| {
-            PmlabError::new_err(format!(
-                "{}: no event {name:?} in this trace (its formats: {})",
-                self.path.display(),
-                self.format_names().join(", ")
-            ))
-        })
-    }
-
-    fn format_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.head.formats.values().map(|f| f.name.clone()).collect();
-        v.sort();
-        v.dedup();
-        v
-    }
-
-    /// Event names with events, as `t.events` keys them: `name`, or `system:name` where two
-    /// systems share a name.
-    fn names_with_counts(trace: &pmlab_trace::Trace) -> Vec<(String, u16, u64)> {
-        // Only the counts by id: the rest of a summary (CPUs, time span) is not needed here.
-        let mut by_id = vec![0u64; 1 << 16];
-        for &id in &trace.events.id {
-            by_id[id as usize] += 1;
+        match self.head.event_id(sys, ev) {
+            Some(id) => Ok(id),
+            None => {
+                let full = self.full(py)?;
+                Err(path_err(&self.path, &full.unknown_event(name)))
+            }
         }
-        let mut present: Vec<(&pmlab_trace::EventFormat, u16, u64)> = by_id
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .filter_map(|(id, &n)| Some((trace.formats.get(&(id as u16))?, id as u16, n)))
-            .collect();
-        // As `pmlab trace info` lists them: most frequent first, then by name.
-        present.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.name.cmp(&b.0.name)));
-        present
-            .iter()
-            .map(|(f, id, n)| {
-                let shared = present.iter().filter(|x| x.0.name == f.name).count() > 1;
-                let key = if shared {
-                    format!("{}:{}", f.system, f.name)
-                } else {
-                    f.name.clone()
-                };
-                (key, *id, *n)
-            })
-            .collect()
     }
 }
 
@@ -192,7 +156,7 @@ impl Trace {
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let full = self.full(py)?;
         let d = PyDict::new(py);
-        for (name, _, n) in Trace::names_with_counts(&full) {
+        for (name, _, n) in full.event_names() {
             d.set_item(name, n)?;
         }
         Ok(d)
@@ -241,7 +205,7 @@ impl Trace {
         start: Option<u64>,
         end: Option<u64>,
     ) -> PyResult<Table> {
-        let id = self.event_id(event)?;
+        let id = self.event_id(py, event)?;
         let win = window(cpus, start, end)?;
         let full = self.full(py)?;
         let path = self.path.clone();
@@ -268,22 +232,39 @@ impl Trace {
         Ok(d)
     }
 
-    /// One Parquet file per event into `dir` (`DIR/EVENT.parquet`, as LISA lays them out);
-    /// returns the paths written.
-    #[pyo3(signature = (dir, events=None))]
+    /// One Parquet file per event into `dir` (`DIR/EVENT.parquet`); returns the paths
+    /// written. `layout="pmlab"` (default): the columns of `t.arrow(event)`. `layout="lisa"`:
+    /// the columns, types and `meta.json` of LISA's `trace-dump parquet`, for LISA's loader.
+    #[pyo3(signature = (dir, events=None, layout="pmlab"))]
     fn to_parquet(
         &self,
         py: Python<'_>,
         dir: PathBuf,
         events: Option<Vec<String>>,
+        layout: &str,
     ) -> PyResult<Vec<PathBuf>> {
+        match layout {
+            "pmlab" => {}
+            "lisa" => return self.to_lisa(py, dir, events),
+            other => {
+                let e = pmlab_trace::names::Unknown::new(
+                    pmlab_trace::names::NameKind::Layout,
+                    other,
+                    "for to_parquet",
+                    ["pmlab", "lisa"]
+                        .map(pmlab_trace::names::Known::new)
+                        .to_vec(),
+                );
+                return Err(py_err(&e));
+            }
+        }
         let built = self.build_all(py, events)?;
         py.detach(|| {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| PyOSError::new_err(format!("{}: {e}", dir.display())))?;
             let mut out = Vec::new();
             for (name, t) in &built {
-                let p = dir.join(format!("{}.parquet", name.replace([':', '/'], "-")));
+                let p = dir.join(pmlab_trace::lisa::file_name(name));
                 arrow::write_parquet(&p, t).map_err(|e| py_err(e.as_ref()))?;
                 out.push(p);
             }
@@ -323,6 +304,35 @@ impl Trace {
 }
 
 impl Trace {
+    /// `to_parquet(dir, events, layout="lisa")`: the events named (all when None) checked
+    /// first, then written with the file's kallsyms (`symbols-address`).
+    fn to_lisa(
+        &self,
+        py: Python<'_>,
+        dir: PathBuf,
+        events: Option<Vec<String>>,
+    ) -> PyResult<Vec<PathBuf>> {
+        let full = self.full(py)?;
+        let wanted: Option<Vec<(String, u16)>> = events
+            .map(|list| {
+                list.iter()
+                    .map(|e| Ok((e.clone(), self.event_id(py, e)?)))
+                    .collect::<PyResult<_>>()
+            })
+            .transpose()?;
+        let path = self.path.clone();
+        py.detach(move || {
+            let opts = LoadOptions {
+                kallsyms: true,
+                events: false,
+            };
+            let head = pmlab_trace::open_with(&path, &opts).map_err(trace_err)?;
+            pmlab_trace::lisa::write_dir(&full, &head.kallsyms, &dir, wanted.as_deref())
+                .map(|w| w.files)
+                .map_err(|e| py_err(&e))
+        })
+    }
+
     /// Tables of the named events (all with events when None), built in parallel.
     fn build_all(
         &self,
@@ -330,12 +340,12 @@ impl Trace {
         events: Option<Vec<String>>,
     ) -> PyResult<Vec<(String, Table)>> {
         let full = self.full(py)?;
-        let named = Trace::names_with_counts(&full);
+        let named = full.event_names();
         let wanted: Vec<(String, u16)> = match events {
             None => named.iter().map(|(n, id, _)| (n.clone(), *id)).collect(),
             Some(list) => list
                 .iter()
-                .map(|e| Ok((e.clone(), self.event_id(e)?)))
+                .map(|e| Ok((e.clone(), self.event_id(py, e)?)))
                 .collect::<PyResult<_>>()?,
         };
         let path = self.path.clone();

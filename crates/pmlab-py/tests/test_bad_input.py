@@ -52,6 +52,37 @@ def test_unknown_event_and_column():
     assert not os.path.exists("/nonexistent")
 
 
+@pytest.mark.parametrize("path", [SMALL, FIXTURES / "haltpoll_pipe_off.dat"], ids=lambda p: p.name)
+def test_unknown_names_give_a_short_message_with_close_matches(path):
+    # The error lists the trace's events with their counts, not every format in the file's
+    # header (about 2,000 on a recent kernel: 30 KB of text), close matches first.
+    t = pmlab.open(path)
+    for call, needle in [
+        (lambda: t.polars("nosuch"), None),
+        (lambda: t.polars("sched_swich"), "did you mean sched_switch"),
+        (lambda: t.arrow("switch"), "did you mean sched_switch"),
+        (lambda: t.pandas("sched_switch", columns=["prev_pdi"]), "did you mean prev_pid"),
+        (lambda: t.arrow("sched_switch", columns=["nosuch"]), "prev_comm"),
+        (lambda: pmlab.analyze(path, only=["wakeup"]), "did you mean wakeups"),
+        (lambda: t.to_parquet("/nonexistent/never", layout="lsia"), "did you mean lisa"),
+    ]:
+        with pytest.raises(pmlab.PmlabError) as e:
+            call()
+        msg = str(e.value)
+        assert len(msg.encode()) < 2048, (len(msg), msg)
+        if needle:
+            assert needle in msg, msg
+    msg = ""
+    try:
+        t.polars("nosuch")
+    except pmlab.PmlabError as e:
+        msg = str(e)
+    # every event of this trace with its count (the small one has few), most frequent first
+    top = next(iter(t.events))
+    assert f"{top} ({t.events[top]})" in msg, msg
+    assert not os.path.exists("/nonexistent")
+
+
 # Run in a child interpreter so that a crash (a signal) fails the test instead of pytest.
 PREFIXES = r"""
 import sys, pmlab

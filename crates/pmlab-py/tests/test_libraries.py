@@ -144,7 +144,7 @@ def test_analyze_gives_the_export_tables(tmp_path):
         assert got.to_pylist() == want.to_pylist(), name
     only = pmlab.analyze(HALTPOLL, only=["idle"])
     assert only and set(only) < set(tabs)
-    with pytest.raises(pmlab.PmlabError, match="unknown analysis"):
+    with pytest.raises(pmlab.PmlabError, match="no analysis"):
         pmlab.analyze(HALTPOLL, only=["nope"])
 
 

@@ -127,6 +127,24 @@ impl ColumnType {
     }
 }
 
+/// The column names of an event's table (Python's `t.arrow(event)`, `pmlab dump --json`):
+/// `ts`, `cpu`, `pid`, `comm`, then the format's fields. A field named like a common
+/// column keeps its name; the common one becomes `common_*`.
+pub fn table_column_names(fields: &[&Field]) -> Vec<String> {
+    let mut names: Vec<String> = ["ts", "cpu", "pid", "comm"]
+        .iter()
+        .map(|c| {
+            if fields.iter().any(|f| f.name == *c) {
+                format!("common_{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    names.extend(fields.iter().map(|f| f.name.clone()));
+    names
+}
+
 /// One column's values, as Arrow lays them out: strings as string views, lists with offsets
 /// (`len + 1` of them) into their values.
 #[derive(Debug, Clone, PartialEq)]

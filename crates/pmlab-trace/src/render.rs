@@ -981,55 +981,6 @@ impl<'t> Renderer<'t> {
         }
     }
 
-    /// Event `i` as a JSON object (one line, with newline).
-    pub fn event_json(
-        &self,
-        i: usize,
-        scratch: &mut Vec<u8>,
-        spans: &mut Vec<(usize, usize)>,
-        out: &mut Vec<u8>,
-    ) {
-        let ev = &self.trace.events;
-        let pid = ev.pid[i];
-        let comm = if pid == 0 {
-            "<idle>"
-        } else {
-            self.trace
-                .cmdlines
-                .get(&pid)
-                .map(|s| s.as_str())
-                .unwrap_or("<...>")
-        };
-        let (system, name) = match self.trace.formats.get(&ev.id[i]) {
-            Some(f) => (f.system.as_str(), f.name.as_str()),
-            None => ("", "(NULL)"),
-        };
-        let mut obj = serde_json::Map::new();
-        obj.insert("ts".into(), ev.ts[i].into());
-        obj.insert("cpu".into(), ev.cpu[i].into());
-        obj.insert("pid".into(), pid.into());
-        obj.insert("comm".into(), comm.into());
-        obj.insert("system".into(), system.into());
-        obj.insert("event".into(), name.into());
-        let mut fields = serde_json::Map::new();
-        if let Some(er) = self.events.get(&ev.id[i]) {
-            scratch.clear();
-            spans.clear();
-            self.fields(er, ev.record(i), scratch, Some(spans));
-            for (f, &(a, b)) in er.fields.iter().zip(spans.iter()) {
-                let text = String::from_utf8_lossy(&scratch[a..b]).into_owned();
-                let value = text
-                    .parse::<i64>()
-                    .map(serde_json::Value::from)
-                    .unwrap_or_else(|_| text.into());
-                fields.insert(f.name.clone(), value);
-            }
-        }
-        obj.insert("fields".into(), fields.into());
-        let _ = serde_json::to_writer(&mut *out, &serde_json::Value::Object(obj));
-        out.push(b'\n');
-    }
-
     /// Walk the parse list from `start` (circularly) for a conversion of field `fi`; print it.
     /// Returns Some(next position) when printed, None when the field has no conversion.
     fn print_via_cache(
@@ -1306,23 +1257,6 @@ pub fn dump<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
         };
         r.event(i, m, &mut out);
         if out.len() >= (1 << 20) - 4096 {
-            w.write_all(&out)?;
-            out.clear();
-        }
-    }
-    w.write_all(&out)?;
-    w.flush()
-}
-
-/// Write every event of `trace` as one JSON object per line.
-pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
-    let r = Renderer::new(trace);
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    let mut scratch = Vec::new();
-    let mut spans = Vec::new();
-    for i in 0..trace.events.len() {
-        r.event_json(i, &mut scratch, &mut spans, &mut out);
-        if out.len() >= 1 << 20 {
             w.write_all(&out)?;
             out.clear();
         }

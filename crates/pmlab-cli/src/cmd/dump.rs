@@ -35,7 +35,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(s) => Some(pmlab_workload::parse_cpu_list(s).context("--cpu")?),
         None => None,
     };
-    let trace = pmlab_trace::open(&args.file).context("cannot read trace")?;
+    // JSON prints no symbols: kallsyms are not read for it.
+    let load = if args.json {
+        pmlab_trace::dat::LoadOptions::without_kallsyms()
+    } else {
+        pmlab_trace::dat::LoadOptions::default()
+    };
+    let trace = pmlab_trace::open_with(&args.file, &load).context("cannot read trace")?;
     let opts = pmlab_trace::report::ReportOptions {
         raw: args.raw,
         full_ts: args.full_ts,
@@ -43,11 +49,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         events: args.events.clone(),
     };
     // Checked before anything is written: a bad -e prints nothing but the error.
-    pmlab_trace::report::Report::new(&trace, opts.clone())?;
+    if !args.json {
+        pmlab_trace::report::Report::new(&trace, opts.clone())?;
+    }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let res = if args.json {
-        pmlab_trace::render::dump_json(&trace, &mut lock)
+        pmlab_trace::json::dump_json(&trace, &mut lock)
     } else if opts.raw && opts.full_ts && opts.cpus.is_none() && opts.events.is_empty() {
         // Byte for byte what `trace-cmd report -R -t` prints (tests rely on it).
         pmlab_trace::render::dump(&trace, &mut lock)

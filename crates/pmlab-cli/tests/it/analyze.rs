@@ -269,7 +269,7 @@ fn analyze_names_missing_events_and_still_runs_the_others() {
         .args(["analyze", f.to_str().unwrap(), "--only", "idle,bogus"])
         .assert()
         .failure()
-        .stderr(predicates::str::contains("unknown analysis \"bogus\""));
+        .stderr(predicates::str::contains("no analysis \"bogus\""));
 }
 
 #[test]

@@ -205,18 +205,68 @@ fn trace_info_counts_events_cpus_and_span() {
     }
 }
 
-/// `pmlab dump --json` prints one object per event.
+/// `pmlab dump --json` prints one object per event, typed as the Python tables: numbers as
+/// numbers (by size and sign), char arrays as strings; every field of the format is there.
+/// (crates/pmlab-py/tests/test_dump_json.py checks every value against the tables.)
 #[test]
-fn dump_json_is_one_object_per_event() {
+fn dump_json_is_one_typed_object_per_event() {
     let f = fixtures().join("trappy_idle.dat");
     let out = pmlab().args(["dump", "--json"]).arg(&f).output().unwrap();
     assert!(out.status.success());
     let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
     assert_eq!(lines.len(), 43);
+    let mut switches = 0;
     for l in lines {
         let v: Value = serde_json::from_str(l).unwrap();
-        assert!(v.is_object());
+        assert!(v["ts"].is_u64() && v["cpu"].is_u64(), "{l}");
+        if v["event"] == "sched_switch" {
+            switches += 1;
+            assert!(
+                v["prev_comm"].is_string() && v["next_comm"].is_string(),
+                "{l}"
+            );
+            assert!(v["prev_pid"].is_i64() && v["prev_state"].is_i64(), "{l}");
+            assert_eq!(v["system"], "sched");
+            assert!(v["comm"].is_string() || v["comm"].is_null(), "{l}");
+        }
     }
+    assert!(switches > 0);
+}
+
+/// An unknown name from the CLI lists what exists, close matches first, in under 2 KB, and
+/// writes nothing.
+#[test]
+fn unknown_names_from_the_cli_are_short_and_suggest() {
+    let f = fixtures().join("haltpoll_pipe_off.dat");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec!["analyze", "--only", "nosuch"],
+            "no analysis \"nosuch\"",
+        ),
+        (vec!["analyze", "--only", "wakeup"], "did you mean wakeups"),
+        (
+            vec![
+                "export",
+                "--parquet",
+                dir.to_str().unwrap(),
+                "--layout",
+                "lisa",
+                "--events",
+                "sched_swich",
+            ],
+            "did you mean sched_switch",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = pmlab().args(&args).arg(&f).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(err.len() < 2048, "{} bytes: {err}", err.len());
+    }
+    assert!(!dir.exists(), "nothing written");
 }
 
 /// ftrace text (`trace-cmd report` output) reads into the same columns: the same
