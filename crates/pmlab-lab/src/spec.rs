@@ -665,6 +665,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn settle_takes_a_duration_or_zero() {
+        assert_eq!(parse_settle("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_settle("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_settle("0.2").unwrap(), Duration::from_millis(200));
+        assert!(parse_settle("-1s").is_err());
+        assert!(parse_settle("soon").is_err());
+        let text = "settle = \"0\"\n[[workload]]\nrun = \"idle\"\n";
+        let s = parse_run_spec(Path::new("s.toml"), text).unwrap();
+        assert_eq!(s.settle, Some(Duration::ZERO));
+        let bad = "settle = \"later\"\n[[workload]]\nrun = \"idle\"\n";
+        assert!(parse_run_spec(Path::new("s.toml"), bad).is_err());
+    }
+
+    #[test]
     fn sweep_is_cartesian_first_axis_slowest() {
         let axes = [
             SweepAxis::parse("a.x=1,2").unwrap(),

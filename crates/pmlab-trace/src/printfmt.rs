@@ -309,7 +309,10 @@ fn elem_of(type_name: &str, is_char: bool) -> usize {
 #[derive(Debug, Clone)]
 pub(crate) enum Expr {
     /// A number, or a word or string used as text (`"grow"`).
-    Atom { num: u64, text: Box<[u8]> },
+    Atom {
+        num: u64,
+        text: Box<[u8]>,
+    },
     /// `REC->name`; None when the event has no such field (evaluates to 0).
     Field(Option<FieldInfo>),
     /// `__get_str(name)`.
@@ -450,9 +453,7 @@ impl Env<'_> {
                     inner = item;
                 }
                 let (offset, size) = match inner {
-                    Expr::DynArray(Some(f)) => {
-                        (self.dyn_loc(rec, f).0 + idx, f.elem_size.max(1))
-                    }
+                    Expr::DynArray(Some(f)) => (self.dyn_loc(rec, f).0 + idx, f.elem_size.max(1)),
                     Expr::Field(Some(f)) => (f.offset + idx * f.elem_size, f.elem_size),
                     _ => return 0,
                 };
@@ -729,8 +730,8 @@ fn err<T>(m: impl Into<String>) -> Result<T, ParseError> {
 }
 
 const OPS: &[&str] = &[
-    "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+", "-", "*", "/", "%",
-    "<", ">", "&", "|", "^", "!", "~", "?", ":", "=", ".",
+    "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+", "-", "*", "/", "%", "<",
+    ">", "&", "|", "^", "!", "~", "?", ":", "=", ".",
 ];
 
 fn unescape(b: &[u8]) -> Vec<u8> {
@@ -1196,15 +1197,28 @@ impl Parser<'_> {
                     el_size,
                 }
             }
-            "__get_str" | "__get_rel_str" => { let n = self.name_arg()?; Expr::Str(self.field(&n)) },
-            "__get_bitmask" | "__get_rel_bitmask" => { let n = self.name_arg()?; Expr::Bitmask(self.field(&n)) },
-            "__get_cpumask" | "__get_rel_cpumask" => { let n = self.name_arg()?; Expr::Cpumask(self.field(&n)) },
+            "__get_str" | "__get_rel_str" => {
+                let n = self.name_arg()?;
+                Expr::Str(self.field(&n))
+            }
+            "__get_bitmask" | "__get_rel_bitmask" => {
+                let n = self.name_arg()?;
+                Expr::Bitmask(self.field(&n))
+            }
+            "__get_cpumask" | "__get_rel_cpumask" => {
+                let n = self.name_arg()?;
+                Expr::Cpumask(self.field(&n))
+            }
             "__get_dynamic_array"
             | "__get_rel_dynamic_array"
             | "__get_sockaddr"
-            | "__get_sockaddr_rel" => { let n = self.name_arg()?; Expr::DynArray(self.field(&n)) },
+            | "__get_sockaddr_rel" => {
+                let n = self.name_arg()?;
+                Expr::DynArray(self.field(&n))
+            }
             "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
-                { let n = self.name_arg()?; Expr::DynArrayLen(self.field(&n)) }
+                let n = self.name_arg()?;
+                Expr::DynArrayLen(self.field(&n))
             }
             "__builtin_expect" => {
                 let e = self.expr()?;
@@ -1268,7 +1282,11 @@ impl Parser<'_> {
 }
 
 /// Parse one argument expression of an event's print format.
-pub(crate) fn parse_expr(text: &str, fmt: &EventFormat, long_size: u32) -> Result<Expr, ParseError> {
+pub(crate) fn parse_expr(
+    text: &str,
+    fmt: &EventFormat,
+    long_size: u32,
+) -> Result<Expr, ParseError> {
     let toks = tokenize(text)?;
     let mut p = Parser {
         toks,
@@ -1298,7 +1316,10 @@ pub(crate) enum Piece<A> {
         star: Option<A>,
     },
     /// `%p...`: the character after `p` (b'p' when none).
-    Pointer { kind: u8, arg: A },
+    Pointer {
+        kind: u8,
+        arg: A,
+    },
     Str {
         spec: Spec,
         arg: A,
@@ -1336,7 +1357,10 @@ pub(crate) fn parse_pieces<A>(
                         if star.is_some() {
                             return err("two * in one conversion");
                         }
-                        star = Some(args.next().ok_or_else(|| ParseError("no argument for *".into()))?);
+                        star = Some(
+                            args.next()
+                                .ok_or_else(|| ParseError("no argument for *".into()))?,
+                        );
                     }
                     b'p' => {
                         let ext = pointer_ext_len(&fmt[i + 1..]);
@@ -1537,8 +1561,8 @@ pub(crate) struct PrintFormat {
 
 impl PrintFormat {
     pub(crate) fn parse(f: &EventFormat, long_size: u32) -> Result<PrintFormat, ParseError> {
-        let (text, args) = split_print_fmt(&f.print_fmt)
-            .ok_or_else(|| ParseError("no quoted format".into()))?;
+        let (text, args) =
+            split_print_fmt(&f.print_fmt).ok_or_else(|| ParseError("no quoted format".into()))?;
         let exprs = args
             .iter()
             .map(|a| parse_expr(a, f, long_size))

@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 use crate::model::{EventFormat, Trace};
-use crate::printfmt::{pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat};
+use crate::printfmt::{
+    pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat,
+};
 use crate::render::Renderer;
 
 /// What to print and how.
@@ -99,9 +101,7 @@ fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
     let sys = f.system.as_str();
     match (sys, f.name.as_str()) {
         ("sched", "sched_switch") => {
-            if let (Some(prev_pid), Some(next_pid)) =
-                (field(f, "prev_pid"), field(f, "next_pid"))
-            {
+            if let (Some(prev_pid), Some(next_pid)) = (field(f, "prev_pid"), field(f, "next_pid")) {
                 return Kind::SchedSwitch {
                     prev_pid,
                     prev_comm: field(f, "prev_comm"),
@@ -238,7 +238,13 @@ impl<'t> Report<'t> {
             }
             Some(set)
         };
-        let buffer_width = trace.meta.buffers.iter().map(|b| b.len()).max().unwrap_or(0);
+        let buffer_width = trace
+            .meta
+            .buffers
+            .iter()
+            .map(|b| b.len())
+            .max()
+            .unwrap_or(0);
         Ok(Report {
             trace,
             env: Env {
@@ -288,7 +294,6 @@ impl<'t> Report<'t> {
             None => self.learned.get(&pid).map_or(b"<...>", |c| c),
         }
     }
-
 
     /// Append event `i` as `trace-cmd report` prints it (with its newline, and any
     /// "EVENTS DROPPED" line before it).
@@ -587,17 +592,18 @@ impl<'t> Report<'t> {
             Some(Kind::Bprint { ip, fmt, buf }) => {
                 let (ip, addr, buf) = (rd(*ip), rd(*fmt), *buf);
                 let long_size = env.long_size;
-                let f = bprint.entry(addr).or_insert_with(|| {
-                    match trace.printk_formats.get(&addr) {
-                        Some(s) => BprintFormat::parse(s.as_bytes(), long_size),
-                        None => {
-                            let mut t = b"(NO FORMAT FOUND at ".to_vec();
-                            push_hex(&mut t, addr);
-                            t.extend_from_slice(b")\\n");
-                            BprintFormat::parse(&t, long_size)
-                        }
-                    }
-                });
+                let f =
+                    bprint
+                        .entry(addr)
+                        .or_insert_with(|| match trace.printk_formats.get(&addr) {
+                            Some(s) => BprintFormat::parse(s.as_bytes(), long_size),
+                            None => {
+                                let mut t = b"(NO FORMAT FOUND at ".to_vec();
+                                push_hex(&mut t, addr);
+                                t.extend_from_slice(b")\\n");
+                                BprintFormat::parse(&t, long_size)
+                            }
+                        });
                 f.args(env, rec, buf, ip, bargs);
                 f.write(env, rec, bargs, out);
             }

@@ -21,14 +21,14 @@ Examples:
 A spec file:
   name = \"polling before/after\"
   reference = \"before\"          # optional; default: the first configuration
-  target_ci = \"1%\"              # optional: target_ci, max_runs, max_time, seed
+  target_ci = \"1%\"              # optional: target_ci, max_runs, max_time, seed, settle
   [[configuration]]
   label = \"before\"              # no knobs: the machine as found
   [[configuration]]
   label = \"after\"
   knobs = \"haltpoll.guest_halt_poll_ns=200us\"
   [[workload]]
-  run = \"pipe --loops 20000\"    # the words of `pmlab run`
+  run = \"pipe --loops 20000\"    # the words of `pmlab run` (pipe: --placement spread)
   [[workload]]
   label = \"msg\"
   run = \"messaging --groups 2\"

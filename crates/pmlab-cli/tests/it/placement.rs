@@ -176,9 +176,19 @@ fn an_unpinned_aa_compare_reports_its_runs_per_regime() {
     }
 }
 
-/// Placement words that contradict each other are refused before anything runs.
+/// Placement words that contradict each other, and a settle that is no duration, are refused
+/// before anything runs.
 #[test]
 fn contradicting_placements_are_refused() {
+    for args in [
+        vec!["run", "--settle", "soon", "idle"],
+        vec!["compare", "--settle", "-1s", "--a", "", "--b", "", "idle"],
+    ] {
+        let out = pmlab().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--settle"), "{args:?}: {err}");
+    }
     for args in [
         vec!["pipe", "--cpus", "0,0", "--placement", "spread"],
         vec!["pipe", "--cpus", "0,1", "--placement", "any"],
