@@ -306,6 +306,9 @@ pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
     let (to_main, from_helper) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
     let (to_helper, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|sc| {
+        // Owned here: when a write fails and this returns, the helper's next send fails and
+        // it stops, instead of the scope waiting on it forever (`pmlab dump --json | head`).
+        let from_helper = from_helper;
         let jw = &jw;
         sc.spawn(move || {
             for b in (1..blocks).step_by(2) {
@@ -391,5 +394,33 @@ mod tests {
         Writer::new(&t).write(0..t.events.len(), &mut one);
         assert!(threaded == one, "outputs differ");
         assert_eq!(one.iter().filter(|&&c| c == b'\n').count(), t.events.len());
+    }
+
+    /// A reader that goes away (`pmlab dump --json | head`): the error comes back, the helper
+    /// thread stops, nothing waits forever.
+    #[test]
+    fn a_failed_write_returns_its_error_from_two_threads() {
+        struct Fails(usize);
+        impl Write for Fails {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::ErrorKind::BrokenPipe.into());
+                }
+                self.0 -= 1;
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/haltpoll_pipe_off.dat"
+        );
+        let t = crate::open(std::path::Path::new(path)).unwrap();
+        for ok_writes in [0, 1, 2] {
+            let e = dump_json(&t, &mut Fails(ok_writes)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        }
     }
 }
