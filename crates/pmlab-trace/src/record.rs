@@ -341,8 +341,8 @@ impl Recorder {
             ));
         }
         if let Some(name) = &opts.tracer {
-            let available = tracefs::read_file(&tracefs_dir.join("available_tracers"))
-                .unwrap_or_default();
+            let available =
+                tracefs::read_file(&tracefs_dir.join("available_tracers")).unwrap_or_default();
             if !available.split_whitespace().any(|t| t == name) {
                 return Err(RecordError::UnknownTracer {
                     name: name.clone(),

@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 use crate::model::{EventFormat, Trace};
-use crate::printfmt::{pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat};
+use crate::printfmt::{
+    pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat,
+};
 use crate::render::Renderer;
 
 /// What to print and how.
@@ -99,9 +101,7 @@ fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
     let sys = f.system.as_str();
     match (sys, f.name.as_str()) {
         ("sched", "sched_switch") => {
-            if let (Some(prev_pid), Some(next_pid)) =
-                (field(f, "prev_pid"), field(f, "next_pid"))
-            {
+            if let (Some(prev_pid), Some(next_pid)) = (field(f, "prev_pid"), field(f, "next_pid")) {
                 return Kind::SchedSwitch {
                     prev_pid,
                     prev_comm: field(f, "prev_comm"),
@@ -171,6 +171,76 @@ fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
     }
 }
 
+/// Task names by pid, for the line header (libtraceevent's cmdlines): a table indexed by
+/// pid (a hash lookup per event cost more than the rest of the header).
+struct Comms {
+    /// pid → index into `names` + 1 (0: unknown), for pids below the table's length.
+    index: Vec<u32>,
+    names: Vec<Box<[u8]>>,
+    /// Pids beyond the table (none on a real trace: pid_max is at most 4M).
+    other: HashMap<i32, Box<[u8]>>,
+}
+
+impl Comms {
+    fn new(trace: &Trace) -> Comms {
+        let max_pid = trace
+            .cmdlines
+            .keys()
+            .chain(trace.events.pid.iter())
+            .copied()
+            .filter(|&p| p >= 0)
+            .max()
+            .unwrap_or(0)
+            .min(1 << 22) as usize;
+        let mut c = Comms {
+            index: vec![0; max_pid + 1],
+            names: Vec::new(),
+            other: HashMap::new(),
+        };
+        for (&pid, name) in &trace.cmdlines {
+            c.learn(pid, name.as_bytes());
+        }
+        c
+    }
+
+    #[inline]
+    fn get(&self, pid: i32) -> &[u8] {
+        if pid == 0 {
+            return b"<idle>";
+        }
+        let k = match usize::try_from(pid).ok().and_then(|p| self.index.get(p)) {
+            Some(&k) => k,
+            None => return self.other.get(&pid).map_or(b"<...>", |c| c),
+        };
+        if k == 0 {
+            b"<...>"
+        } else {
+            &self.names[k as usize - 1]
+        }
+    }
+
+    /// Remember `comm` for `pid` unless it has a name already.
+    #[inline]
+    fn learn(&mut self, pid: i32, comm: &[u8]) {
+        if pid == 0 {
+            return;
+        }
+        match usize::try_from(pid)
+            .ok()
+            .and_then(|p| self.index.get_mut(p))
+        {
+            Some(k) if *k == 0 => {
+                self.names.push(comm.into());
+                *k = self.names.len() as u32;
+            }
+            Some(_) => {}
+            None => {
+                self.other.entry(pid).or_insert_with(|| comm.into());
+            }
+        }
+    }
+}
+
 /// Writes events as `trace-cmd report` does.
 pub struct Report<'t> {
     trace: &'t Trace,
@@ -178,10 +248,11 @@ pub struct Report<'t> {
     raw: Renderer<'t>,
     /// Event kinds by id.
     kinds: Vec<Option<Kind>>,
-    names: Vec<Option<&'t str>>,
-    /// Tasks whose names the sched plugins learned from printed events (libtraceevent's
-    /// `tep_register_comm`: only pids the saved cmdlines lack).
-    learned: HashMap<i32, Box<[u8]>>,
+    /// Per event id: ` name: ` and the padding to 20 columns, as the line shows it.
+    names: Vec<Option<Box<[u8]>>>,
+    /// Task names by pid: the saved cmdlines, then those the sched plugins learn from
+    /// printed events (libtraceevent's `tep_register_comm`: only pids not known yet).
+    comms: Comms,
     bprint: HashMap<u64, BprintFormat>,
     bargs: Vec<BArg>,
     opts: ReportOptions,
@@ -195,13 +266,21 @@ impl<'t> Report<'t> {
     pub fn new(trace: &'t Trace, opts: ReportOptions) -> Result<Report<'t>, UnknownEvent> {
         let max = trace.formats.keys().copied().max().unwrap_or(0) as usize;
         let mut kinds: Vec<Option<Kind>> = (0..=max).map(|_| None).collect();
-        let mut names = vec![None; max + 1];
+        let mut names: Vec<Option<Box<[u8]>>> = (0..=max).map(|_| None).collect();
         for (id, f) in &trace.formats {
-            names[*id as usize] = Some(f.name.as_str());
+            let mut col = format!(" {}: ", f.name).into_bytes();
+            col.resize(col.len() + 20usize.saturating_sub(f.name.len()), b' ');
+            names[*id as usize] = Some(col.into());
             // Kinds of events the file has (formats of other events are never used).
             kinds[*id as usize] = Some(Kind::Failed);
         }
-        let present: HashSet<u16> = trace.events.id.iter().copied().collect();
+        let mut seen = vec![false; max + 1];
+        for &id in &trace.events.id {
+            if let Some(s) = seen.get_mut(id as usize) {
+                *s = true;
+            }
+        }
+        let present: Vec<u16> = (0..=max as u16).filter(|&id| seen[id as usize]).collect();
         for id in &present {
             if let Some(f) = trace.formats.get(id) {
                 kinds[*id as usize] = Some(kind_of(f, trace.long_size));
@@ -238,19 +317,25 @@ impl<'t> Report<'t> {
             }
             Some(set)
         };
-        let buffer_width = trace.meta.buffers.iter().map(|b| b.len()).max().unwrap_or(0);
+        let buffer_width = trace
+            .meta
+            .buffers
+            .iter()
+            .map(|b| b.len())
+            .max()
+            .unwrap_or(0);
         Ok(Report {
             trace,
-            env: Env {
-                big: trace.endian == crate::model::Endian::Big,
-                long_size: trace.long_size,
-                kallsyms: &trace.kallsyms,
-                printk: &trace.printk_formats,
-            },
+            env: Env::new(
+                trace.endian == crate::model::Endian::Big,
+                trace.long_size,
+                &trace.kallsyms,
+                &trace.printk_formats,
+            ),
             raw: Renderer::new(trace),
             kinds,
             names,
-            learned: HashMap::new(),
+            comms: Comms::new(trace),
             bprint: HashMap::new(),
             bargs: Vec::new(),
             opts,
@@ -279,17 +364,6 @@ impl<'t> Report<'t> {
         self.raw.header(out);
     }
 
-    fn comm(&self, pid: i32) -> &[u8] {
-        if pid == 0 {
-            return b"<idle>";
-        }
-        match self.trace.cmdlines.get(&pid) {
-            Some(c) => c.as_bytes(),
-            None => self.learned.get(&pid).map_or(b"<...>", |c| c),
-        }
-    }
-
-
     /// Append event `i` as `trace-cmd report` prints it (with its newline, and any
     /// "EVENTS DROPPED" line before it).
     pub fn event(&mut self, i: usize, missed: Option<i64>, out: &mut Vec<u8>) {
@@ -315,21 +389,27 @@ impl<'t> Report<'t> {
             }
         }
         let id = ev.id[i] as usize;
-        let Some(name) = self.names.get(id).copied().flatten() else {
+        if self.names.get(id).is_none_or(|n| n.is_none()) {
             out.extend_from_slice(
                 b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]\n",
             );
             return;
-        };
+        }
         let pid = ev.pid[i];
+        let ts = ev.ts[i];
         // "%16s-%-5d [%03d]"
-        let s = out.len();
-        out.extend_from_slice(self.comm(pid));
-        pad_since(out, s, 16, false);
+        let comm = self.comms.get(pid);
+        if comm.len() < 16 {
+            out.resize(out.len() + 16 - comm.len(), b' ');
+        }
+        out.extend_from_slice(comm);
         out.push(b'-');
-        let s = out.len();
-        push_i64(out, pid as i64);
-        pad_since(out, s, 5, true);
+        let mut ib = itoa::Buffer::new();
+        let p = ib.format(pid).as_bytes();
+        out.extend_from_slice(p);
+        if p.len() < 5 {
+            out.resize(out.len() + 5 - p.len(), b' ');
+        }
         out.extend_from_slice(b" [");
         if cpu < 10 {
             out.extend_from_slice(b"00");
@@ -338,12 +418,9 @@ impl<'t> Report<'t> {
         }
         push_u64(out, cpu as u64);
         out.push(b']');
-        self.time(ev.ts[i], out);
-        out.push(b' ');
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        if name.len() < 20 {
-            out.resize(out.len() + 20 - name.len(), b' ');
+        self.time(ts, out);
+        if let Some(Some(col)) = self.names.get(id) {
+            out.extend_from_slice(col);
         }
         let body = out.len();
         if self.opts.raw {
@@ -372,19 +449,18 @@ impl<'t> Report<'t> {
         } else {
             (ts / 1_000_000_000_000, ts % 1_000_000_000_000, 12)
         };
-        let s = out.len();
-        push_u64(out, secs);
-        pad_since(out, s, 5, false);
-        out.push(b'.');
-        let s = out.len();
-        push_u64(out, frac);
-        let n = out.len() - s;
-        if n < digits {
-            let old = out.len();
-            out.resize(old + digits - n, b'0');
-            out.copy_within(s..old, s + digits - n);
-            out[s..s + digits - n].fill(b'0');
+        let mut ib = itoa::Buffer::new();
+        let t = ib.format(secs).as_bytes();
+        if t.len() < 5 {
+            out.resize(out.len() + 5 - t.len(), b' ');
         }
+        out.extend_from_slice(t);
+        out.push(b'.');
+        let t = ib.format(frac).as_bytes();
+        if t.len() < digits {
+            out.resize(out.len() + digits - t.len(), b'0');
+        }
+        out.extend_from_slice(t);
         out.push(b':');
     }
 
@@ -394,7 +470,7 @@ impl<'t> Report<'t> {
             env,
             raw,
             kinds,
-            learned,
+            comms,
             bprint,
             bargs,
             ..
@@ -402,12 +478,7 @@ impl<'t> Report<'t> {
         let trace: &Trace = trace;
         let rec = trace.events.record(i);
         let env: &Env = env;
-        let mut learn = |pid: u64, comm: &[u8]| {
-            let pid = pid as i32;
-            if pid != 0 && !trace.cmdlines.contains_key(&pid) && !learned.contains_key(&pid) {
-                learned.insert(pid, comm.into());
-            }
-        };
+        let mut learn = |pid: u64, comm: &[u8]| comms.learn(pid as i32, comm);
         let rd = |f: F| env.read(rec, f.0, f.1);
         let comm_of = |f: F| {
             let b = rec.get(f.0..f.0 + f.1).unwrap_or(&[]);
@@ -544,7 +615,7 @@ impl<'t> Report<'t> {
             Some(Kind::Function { ip, parent_ip }) => {
                 for (k, f) in [ip, parent_ip].into_iter().enumerate() {
                     let a = rd(*f);
-                    match env.kallsyms.function_bytes_at(a) {
+                    match env.function_at(a) {
                         Some((_, name)) => {
                             out.extend_from_slice(name);
                             if k == 0 {
@@ -567,7 +638,7 @@ impl<'t> Report<'t> {
                     if (ls == 8 && a == u64::MAX) || a as u32 == u32::MAX {
                         break;
                     }
-                    match env.kallsyms.function_bytes_at(a) {
+                    match env.function_at(a) {
                         Some((_, name)) => {
                             out.extend_from_slice(b"=> ");
                             out.extend_from_slice(name);
@@ -587,17 +658,18 @@ impl<'t> Report<'t> {
             Some(Kind::Bprint { ip, fmt, buf }) => {
                 let (ip, addr, buf) = (rd(*ip), rd(*fmt), *buf);
                 let long_size = env.long_size;
-                let f = bprint.entry(addr).or_insert_with(|| {
-                    match trace.printk_formats.get(&addr) {
-                        Some(s) => BprintFormat::parse(s.as_bytes(), long_size),
-                        None => {
-                            let mut t = b"(NO FORMAT FOUND at ".to_vec();
-                            push_hex(&mut t, addr);
-                            t.extend_from_slice(b")\\n");
-                            BprintFormat::parse(&t, long_size)
-                        }
-                    }
-                });
+                let f =
+                    bprint
+                        .entry(addr)
+                        .or_insert_with(|| match trace.printk_formats.get(&addr) {
+                            Some(s) => BprintFormat::parse(s.as_bytes(), long_size),
+                            None => {
+                                let mut t = b"(NO FORMAT FOUND at ".to_vec();
+                                push_hex(&mut t, addr);
+                                t.extend_from_slice(b")\\n");
+                                BprintFormat::parse(&t, long_size)
+                            }
+                        });
                 f.args(env, rec, buf, ip, bargs);
                 f.write(env, rec, bargs, out);
             }
@@ -639,7 +711,7 @@ fn func_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>) {
     };
     let v = env.read(rec, f.0, f.1);
     out.extend_from_slice(b" function=");
-    match env.kallsyms.function_bytes_at(v) {
+    match env.function_at(v) {
         Some((a, name)) => {
             out.extend_from_slice(name);
             out.extend_from_slice(b"/0x");
