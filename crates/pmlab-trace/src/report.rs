@@ -1,7 +1,7 @@
 //! `pmlab dump`'s formatted view: each event as `trace-cmd report` (3.1) prints it, its
 //! print format evaluated ([`crate::printfmt`]) or, for the events libtraceevent's plugins
 //! and trace-cmd's ftrace overrides print their own way, as they do (sched_switch,
-//! sched_wakeup, hrtimer, function, kernel_stack, bprint). Also the raw view (`-R`) with
+//! sched_wakeup, hrtimer, function, function_graph, kernel_stack, bprint). Also the raw view (`-R`) with
 //! the same line header, and event/CPU selection.
 
 use std::collections::{HashMap, HashSet};
@@ -79,6 +79,38 @@ enum Kind {
         fmt: F,
         buf: usize,
     },
+    /// function_graph's entry (trace-cmd's ftrace override): a leaf when the next record
+    /// is its own exit, which is then printed on this line and not on its own.
+    FgraphEntry {
+        func: F,
+        depth: F,
+        exit: Option<FgraphExit>,
+    },
+    FgraphExit(FgraphExit),
+}
+
+/// funcgraph_exit's id and fields.
+#[derive(Clone, Copy)]
+struct FgraphExit {
+    id: u16,
+    func: F,
+    depth: F,
+    calltime: F,
+    rettime: F,
+}
+
+fn fgraph_exit(trace: &Trace) -> Option<FgraphExit> {
+    let f = trace
+        .formats
+        .values()
+        .find(|f| f.system == "ftrace" && f.name == "funcgraph_exit")?;
+    Some(FgraphExit {
+        id: f.id,
+        func: field(f, "func")?,
+        depth: field(f, "depth")?,
+        calltime: field(f, "calltime")?,
+        rettime: field(f, "rettime")?,
+    })
 }
 
 /// (offset, size) of a field; `tep_read_number_field` reads sizes 1, 2, 4 and 8 only.
@@ -97,9 +129,24 @@ fn field(f: &EventFormat, name: &str) -> Option<F> {
 /// [`switch_states`]; trace-cmd 3.1 of Debian 12 links 1.7).
 const STATES: &[u8] = b"SDTtZXxW";
 
-fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
+fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
+    let long_size = trace.long_size;
     let sys = f.system.as_str();
     match (sys, f.name.as_str()) {
+        ("ftrace", "funcgraph_entry") => {
+            if let (Some(func), Some(depth)) = (field(f, "func"), field(f, "depth")) {
+                return Kind::FgraphEntry {
+                    func,
+                    depth,
+                    exit: fgraph_exit(trace),
+                };
+            }
+        }
+        ("ftrace", "funcgraph_exit") => {
+            if let Some(x) = fgraph_exit(trace) {
+                return Kind::FgraphExit(x);
+            }
+        }
         ("sched", "sched_switch") => {
             if let (Some(prev_pid), Some(next_pid)) = (field(f, "prev_pid"), field(f, "next_pid")) {
                 return Kind::SchedSwitch {
@@ -259,6 +306,10 @@ pub struct Report<'t> {
     buffer_width: usize,
     /// Selected event ids (None: all).
     ids: Option<HashSet<u16>>,
+    /// An event already printed as part of an earlier line (a function_graph leaf's exit).
+    consumed: Option<usize>,
+    /// Per CPU, the function plugin's guess of the call stack (names by depth).
+    fstacks: Vec<Vec<Option<&'t [u8]>>>,
 }
 
 impl<'t> Report<'t> {
@@ -283,7 +334,7 @@ impl<'t> Report<'t> {
         let present: Vec<u16> = (0..=max as u16).filter(|&id| seen[id as usize]).collect();
         for id in &present {
             if let Some(f) = trace.formats.get(id) {
-                kinds[*id as usize] = Some(kind_of(f, trace.long_size));
+                kinds[*id as usize] = Some(kind_of(f, trace));
             }
         }
         let ids = if opts.events.is_empty() {
@@ -336,6 +387,8 @@ impl<'t> Report<'t> {
             kinds,
             names,
             comms: Comms::new(trace),
+            consumed: None,
+            fstacks: Vec::new(),
             bprint: HashMap::new(),
             bargs: Vec::new(),
             opts,
@@ -344,9 +397,12 @@ impl<'t> Report<'t> {
         })
     }
 
-    /// Whether event `i` is selected by the options.
+    /// Whether event `i` is selected by the options (and not printed already).
     #[inline]
     pub fn selected(&self, i: usize) -> bool {
+        if self.consumed == Some(i) {
+            return false;
+        }
         let ev = &self.trace.events;
         if let Some(c) = &self.opts.cpus {
             if !c.contains(&u32::from(ev.cpu[i])) {
@@ -473,11 +529,13 @@ impl<'t> Report<'t> {
             comms,
             bprint,
             bargs,
+            consumed,
+            fstacks,
             ..
         } = self;
         let trace: &Trace = trace;
         let rec = trace.events.record(i);
-        let env: &Env = env;
+        let env: &Env<'t> = env;
         let mut learn = |pid: u64, comm: &[u8]| comms.learn(pid as i32, comm);
         let rd = |f: F| env.read(rec, f.0, f.1);
         let comm_of = |f: F| {
@@ -613,19 +671,25 @@ impl<'t> Report<'t> {
                 num_field(out, rec, env, *softexpires, NumFmt::Dec, "softexpires");
             }
             Some(Kind::Function { ip, parent_ip }) => {
-                for (k, f) in [ip, parent_ip].into_iter().enumerate() {
-                    let a = rd(*f);
-                    match env.function_at(a) {
-                        Some((_, name)) => {
-                            out.extend_from_slice(name);
-                            if k == 0 {
-                                out.extend_from_slice(b" <-- ");
-                            }
-                        }
-                        None => {
-                            out.extend_from_slice(b"0x");
-                            push_hex(out, a);
-                        }
+                // libtraceevent's function plugin (it replaces trace-cmd's `func <-- parent`):
+                // the function indented 3 spaces a level, the levels guessed per CPU from
+                // the parents seen; no parent (its `parent` option is off by default).
+                let (a, p) = (rd(*ip), rd(*parent_ip));
+                let func = env.function_at(a).map(|x| x.1);
+                let mut index = 0;
+                if let Some((_, parent)) = env.function_at(p) {
+                    let cpu = usize::from(trace.events.cpu[i]);
+                    if fstacks.len() <= cpu {
+                        fstacks.resize_with(cpu + 1, Vec::new);
+                    }
+                    index = add_and_get_index(&mut fstacks[cpu], parent, func);
+                }
+                out.resize(out.len() + index * 3, b' ');
+                match func {
+                    Some(name) => out.extend_from_slice(name),
+                    None => {
+                        out.extend_from_slice(b"0x");
+                        push_hex(out, a);
                     }
                 }
             }
@@ -655,6 +719,50 @@ impl<'t> Report<'t> {
                     at += ls;
                 }
             }
+            Some(Kind::FgraphEntry { func, depth, exit }) => {
+                let (f, d) = (rd(*func), rd(*depth));
+                let pid = trace.events.pid[i];
+                // trace-cmd 3.1 peeks at the next record of any CPU.
+                let leaf = exit.filter(|x| {
+                    let n = i + 1;
+                    n < trace.events.len()
+                        && trace.events.id[n] == x.id
+                        && trace.events.pid[n] == pid
+                        && env.read(trace.events.record(n), x.func.0, x.func.1) == f
+                });
+                match leaf {
+                    Some(x) => {
+                        let next = trace.events.record(i + 1);
+                        let dur = env
+                            .read(next, x.rettime.0, x.rettime.1)
+                            .wrapping_sub(env.read(next, x.calltime.0, x.calltime.1));
+                        graph_duration(out, dur);
+                        indent(out, d);
+                        match env.function_at(f) {
+                            Some((_, name)) => out.extend_from_slice(name),
+                            None => push_hex(out, f),
+                        }
+                        out.extend_from_slice(b"();");
+                        *consumed = Some(i + 1);
+                    }
+                    None => {
+                        out.extend_from_slice(b"  ");
+                        out.extend_from_slice(b"           |  ");
+                        indent(out, d);
+                        match env.function_at(f) {
+                            Some((_, name)) => out.extend_from_slice(name),
+                            None => push_hex(out, f),
+                        }
+                        out.extend_from_slice(b"() {");
+                    }
+                }
+            }
+            Some(Kind::FgraphExit(x)) => {
+                let dur = rd(x.rettime).wrapping_sub(rd(x.calltime));
+                graph_duration(out, dur);
+                indent(out, rd(x.depth));
+                out.push(b'}');
+            }
             Some(Kind::Bprint { ip, fmt, buf }) => {
                 let (ip, addr, buf) = (rd(*ip), rd(*fmt), *buf);
                 let long_size = env.long_size;
@@ -674,6 +782,75 @@ impl<'t> Report<'t> {
                 f.write(env, rec, bargs, out);
             }
         }
+    }
+}
+
+/// The function plugin's `add_and_get_index`: the depth of `parent` in this CPU's stack
+/// (0 and a new stack when absent); `child` goes one deeper. Deeper entries are kept.
+fn add_and_get_index<'a>(
+    stack: &mut Vec<Option<&'a [u8]>>,
+    parent: &'a [u8],
+    child: Option<&'a [u8]>,
+) -> usize {
+    fn set<'a>(stack: &mut Vec<Option<&'a [u8]>>, pos: usize, name: Option<&'a [u8]>) {
+        if let Some(n) = name {
+            if stack.len() <= pos {
+                stack.resize(pos + 1, None);
+            }
+            stack[pos] = Some(n);
+        }
+    }
+    let found = stack
+        .iter()
+        .take_while(|e| e.is_some())
+        .position(|e| *e == Some(parent));
+    match found {
+        Some(k) => {
+            set(stack, k + 1, child);
+            k
+        }
+        None => {
+            set(stack, 0, Some(parent));
+            set(stack, 1, child);
+            0
+        }
+    }
+}
+
+/// function_graph's overhead mark and duration column (trace-cmd's
+/// `print_graph_overhead` and `print_graph_duration`): `+ 12.345 us   |  `.
+fn graph_duration(out: &mut Vec<u8>, dur: u64) {
+    out.extend_from_slice(match dur {
+        d if d > 1_000_000_000 => b"$ ",
+        d if d > 1_000_000 => b"# ",
+        d if d > 100_000 => b"! ",
+        d if d > 10_000 => b"+ ",
+        _ => b"  ",
+    });
+    let s = out.len();
+    push_u64(out, dur / 1000);
+    if out.len() - s < 7 {
+        out.push(b'.');
+        let r = dur % 1000;
+        out.extend_from_slice(&[
+            b'0' + (r / 100) as u8,
+            b'0' + (r / 10 % 10) as u8,
+            b'0' + (r % 10) as u8,
+        ]);
+    }
+    let len = out.len() - s;
+    out.extend_from_slice(b" us ");
+    if len < 7 {
+        out.resize(out.len() + 7 - len, b' ');
+    }
+    out.extend_from_slice(b"|  ");
+}
+
+/// Two spaces per call depth (trace-cmd loops `(int)(depth * 2)` times).
+fn indent(out: &mut Vec<u8>, depth: u64) {
+    let n = depth.wrapping_mul(2) as i32;
+    if n > 0 {
+        out.resize(out.len() + n as usize, b' ');
     }
 }
 

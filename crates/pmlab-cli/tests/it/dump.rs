@@ -3,7 +3,8 @@
 //! v7 zstd; the flags (`-R`, `-t`, `--cpu`, `-e`) against trace-cmd's own; bad flags; and
 //! fresh recordings of this machine (root, tracefs): pipe with the default event set,
 //! a hotplug cycle, 3 s idle, `sched_waking` with `--stacktrace`, and the function and
-//! function_graph tracers where the kernel lets them run.
+//! function_graph tracers where the kernel lets them run; their lines also on a fixture
+//! whose records are rewritten into ftrace events.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -308,4 +309,141 @@ fn an_unknown_tracer_is_refused_before_anything_changes() {
         .unwrap_or(0);
     assert_eq!(before, after, "an instance was left behind");
     assert!(!tmp.path().join("x.dat").exists());
+}
+
+// ---------------------------------------------------------------------------
+// The function and function_graph tracers' lines, on a fixture whose records are rewritten
+// into ftrace events (this guest's kernel runs neither tracer; the file's own ftrace formats
+// and kallsyms say what the records mean).
+
+/// Little-endian `v` into `b` at `off`, `size` bytes.
+fn put(b: &mut [u8], off: usize, size: usize, v: u64) {
+    b[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+}
+
+#[test]
+fn function_and_function_graph_lines_equal_trace_cmds() {
+    assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
+    // An uncompressed little-endian v6 file: records lie in the file as decoded.
+    let src = crate::util::fixtures().join("lisa_sched_load.dat");
+    let trace = pmlab_trace::open(&src).unwrap();
+    let mut bytes = std::fs::read(&src).unwrap();
+    let fmt = |name: &str| {
+        trace
+            .formats
+            .values()
+            .find(|f| f.system == "ftrace" && f.name == name)
+            .unwrap_or_else(|| panic!("no ftrace:{name} format in the fixture"))
+            .clone()
+    };
+    let (func, entry, exit) = (
+        fmt("function"),
+        fmt("funcgraph_entry"),
+        fmt("funcgraph_exit"),
+    );
+    let off = |f: &pmlab_trace::EventFormat, n: &str| {
+        let x = f
+            .field(n)
+            .unwrap_or_else(|| panic!("{} has no {n}", f.name));
+        (x.offset as usize, x.size as usize)
+    };
+    let need = |f: &pmlab_trace::EventFormat| {
+        f.fields
+            .iter()
+            .map(|x| (x.offset + x.size) as usize)
+            .max()
+            .unwrap()
+    };
+    // Symbols to call: some with an offset into them, one address no symbol covers.
+    let syms: Vec<u64> = trace
+        .kallsyms
+        .iter()
+        .filter(|(a, _)| *a > 0)
+        .step_by(997)
+        .take(40)
+        .map(|(a, _)| a)
+        .collect();
+    assert!(syms.len() >= 20, "the fixture has too few symbols");
+    let addr = |k: usize| match k % 5 {
+        4 => 0x10,
+        3 => syms[k % syms.len()] + 4,
+        _ => syms[k % syms.len()],
+    };
+    let ev = &trace.events;
+    let (mut leaves, mut nested, mut functions) = (0, 0, 0);
+    let mut i = 0;
+    let mut k = 0usize;
+    while i + 1 < ev.len() {
+        let (o, l) = (ev.off(i), ev.rec_len(i));
+        assert_eq!(
+            &bytes[o..o + l],
+            ev.record(i),
+            "record {i} is not at its offset"
+        );
+        let (o2, l2) = (ev.off(i + 1), ev.rec_len(i + 1));
+        let id = |f: &pmlab_trace::EventFormat| u64::from(f.id);
+        // As the tracer writes them: an entry and the exit after it on one CPU.
+        let same_cpu = ev.cpu[i] == ev.cpu[i + 1];
+        match k % 4 {
+            // a leaf: an entry and its exit next, same pid and function
+            0 | 1 if l >= need(&entry) && l2 >= need(&exit) && same_cpu => {
+                let (f, d) = (addr(k), (k % 7) as u64);
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&entry));
+                put(r, off(&entry, "func").0, off(&entry, "func").1, f);
+                put(r, off(&entry, "depth").0, off(&entry, "depth").1, d);
+                let pid = u64::from(ev.pid[i] as u32);
+                let r = &mut bytes[o2..o2 + l2];
+                put(r, 0, 2, id(&exit));
+                put(r, 4, 4, pid);
+                put(r, off(&exit, "func").0, off(&exit, "func").1, f);
+                put(r, off(&exit, "depth").0, off(&exit, "depth").1, d);
+                let call = 1_000_000 + k as u64;
+                // durations across the overhead marks: none, +, !, #, $
+                let dur = [512, 15_000, 150_000, 1_500_000, 1_500_000_000][k % 5] + k as u64;
+                put(r, off(&exit, "calltime").0, 8, call);
+                put(r, off(&exit, "rettime").0, 8, call + dur);
+                leaves += 1;
+                i += 2;
+            }
+            // a nested entry (the next record is something else), then a lone exit
+            2 if l >= need(&entry) && l2 >= need(&exit) && same_cpu => {
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&entry));
+                put(r, off(&entry, "func").0, off(&entry, "func").1, addr(k));
+                put(r, off(&entry, "depth").0, off(&entry, "depth").1, 3);
+                let r = &mut bytes[o2..o2 + l2];
+                put(r, 0, 2, id(&exit));
+                put(r, off(&exit, "func").0, off(&exit, "func").1, addr(k + 1));
+                put(r, off(&exit, "depth").0, off(&exit, "depth").1, 2);
+                put(r, off(&exit, "calltime").0, 8, 5);
+                put(r, off(&exit, "rettime").0, 8, 5 + 42_042);
+                nested += 1;
+                i += 2;
+            }
+            3 if l >= off(&func, "parent_ip").0 + 8 => {
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&func));
+                put(r, off(&func, "ip").0, 8, addr(k));
+                put(r, off(&func, "parent_ip").0, 8, addr(k + 2));
+                functions += 1;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+        k += 1;
+    }
+    assert!(
+        leaves > 50 && nested > 20 && functions > 20,
+        "{leaves} {nested} {functions}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("ftrace.dat");
+    if let Ok(keep) = std::env::var("PMLAB_KEEP_FTRACE_DAT") {
+        std::fs::write(keep, &bytes).unwrap();
+    }
+    std::fs::write(&f, &bytes).unwrap();
+    let n = check(&f);
+    // the leaves' exits are not lines of their own
+    assert_eq!(n, ev.len() + 1 - leaves);
 }
