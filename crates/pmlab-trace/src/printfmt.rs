@@ -1483,7 +1483,7 @@ pub(crate) fn parse_pieces<A>(
 
 /// Characters after `%p` that belong to the conversion (libtraceevent's
 /// `parse_arg_format_pointer`).
-fn pointer_ext_len(f: &[u8]) -> usize {
+pub(crate) fn pointer_ext_len(f: &[u8]) -> usize {
     let at = |k: usize| f.get(k).copied().unwrap_or(0);
     match at(0) {
         b'F' | b'S' | b'f' | b's' => 1,
