@@ -113,7 +113,6 @@ impl Spec {
             i += 1;
             if f.get(i) == Some(&b'*') {
                 s.prec_star = true;
-                i += 1;
             } else {
                 let mut p = 0;
                 while let Some(d) = f.get(i).filter(|c| c.is_ascii_digit()) {
@@ -264,24 +263,22 @@ pub(crate) struct FieldInfo {
     pub size: usize,
     pub elem_size: usize,
     pub array: bool,
-    pub dynamic: bool,
     pub relative: bool,
 }
 
 impl FieldInfo {
     fn of(f: &crate::model::Field) -> FieldInfo {
-        let (array, dynamic, relative, elem_size) = match f.kind {
-            FieldKind::Int => (f.type_name.contains('['), false, false, f.size as usize),
-            FieldKind::Array { elem_size, .. } => (true, false, false, elem_size as usize),
-            FieldKind::DataLoc { is_char } => (true, true, false, elem_of(&f.type_name, is_char)),
-            FieldKind::RelLoc { is_char } => (true, true, true, elem_of(&f.type_name, is_char)),
+        let (array, relative, elem_size) = match f.kind {
+            FieldKind::Int => (f.type_name.contains('['), false, f.size as usize),
+            FieldKind::Array { elem_size, .. } => (true, false, elem_size as usize),
+            FieldKind::DataLoc { is_char } => (true, false, elem_of(&f.type_name, is_char)),
+            FieldKind::RelLoc { is_char } => (true, true, elem_of(&f.type_name, is_char)),
         };
         FieldInfo {
             offset: f.offset as usize,
             size: f.size as usize,
             elem_size,
             array,
-            dynamic,
             relative,
         }
     }
@@ -306,6 +303,9 @@ fn elem_of(type_name: &str, is_char: bool) -> usize {
     }
 }
 
+/// `{ value, "text" }` pairs of `__print_flags`/`__print_symbolic` (value -1: unknown name).
+pub(crate) type Symbols = Box<[(i64, Box<[u8]>)]>;
+
 #[derive(Debug, Clone)]
 pub(crate) enum Expr {
     /// A number, or a word or string used as text (`"grow"`).
@@ -324,11 +324,11 @@ pub(crate) enum Expr {
     Flags {
         val: Box<Expr>,
         delim: Box<[u8]>,
-        list: Box<[(i64, Box<[u8]>)]>,
+        list: Symbols,
     },
     Symbolic {
         val: Box<Expr>,
-        list: Box<[(i64, Box<[u8]>)]>,
+        list: Symbols,
     },
     Hex {
         field: Box<Expr>,
@@ -378,9 +378,46 @@ pub(crate) struct Env<'a> {
     pub long_size: u32,
     pub kallsyms: &'a Kallsyms,
     pub printk: &'a HashMap<u64, String>,
+    /// Symbol lookups by address, direct-mapped: a trace repeats a few hundred call sites
+    /// and callbacks, and a binary search of kallsyms misses the cache at every step.
+    syms: std::cell::RefCell<Vec<SymSlot<'a>>>,
 }
 
-impl Env<'_> {
+/// A cached lookup: the address, and the function containing it (start, name) if any.
+type SymSlot<'a> = (u64, Option<(u64, &'a [u8])>);
+
+const SYM_SLOTS: usize = 4096;
+
+impl<'a> Env<'a> {
+    pub(crate) fn new(
+        big: bool,
+        long_size: u32,
+        kallsyms: &'a Kallsyms,
+        printk: &'a HashMap<u64, String>,
+    ) -> Env<'a> {
+        Env {
+            big,
+            long_size,
+            kallsyms,
+            printk,
+            // Address 1 is never looked up (slots start out as a miss for every address).
+            syms: std::cell::RefCell::new(vec![(1, None); SYM_SLOTS]),
+        }
+    }
+
+    /// libtraceevent's `find_func`: the function containing `addr` (start, name).
+    #[inline]
+    pub(crate) fn function_at(&self, addr: u64) -> Option<(u64, &'a [u8])> {
+        let slot = ((addr ^ (addr >> 12)) as usize) % SYM_SLOTS;
+        let mut syms = self.syms.borrow_mut();
+        if syms[slot].0 == addr && addr != 1 {
+            return syms[slot].1;
+        }
+        let r = self.kallsyms.function_bytes_at(addr);
+        syms[slot] = (addr, r);
+        r
+    }
+
     #[inline]
     pub(crate) fn num(&self, b: &[u8]) -> u64 {
         match b.len() {
@@ -617,7 +654,7 @@ impl Env<'_> {
 
     /// `%pS`/`%ps`/`%pF`/`%pf`: the symbol (with `+0x` offset for S and F), or the address.
     pub(crate) fn print_function(&self, out: &mut Vec<u8>, addr: u64, offset: bool) {
-        match self.kallsyms.function_bytes_at(addr) {
+        match self.function_at(addr) {
             Some((a, name)) => {
                 out.extend_from_slice(name);
                 if offset {
@@ -637,7 +674,7 @@ impl Env<'_> {
 fn bitmask(out: &mut Vec<u8>, data: &[u8], big: bool) {
     let size = data.len();
     let nr_bits = size * 8;
-    let str_size = (nr_bits + 3) / 4 + nr_bits.saturating_sub(1) / 32;
+    let str_size = nr_bits.div_ceil(4) + nr_bits.saturating_sub(1) / 32;
     let mut s = vec![b'0'; str_size];
     let mut len = 0usize;
     let mut i = str_size as isize - 2;
@@ -1099,7 +1136,7 @@ impl Parser<'_> {
         }
     }
 
-    fn symbol_list(&mut self) -> Result<Box<[(i64, Box<[u8]>)]>, ParseError> {
+    fn symbol_list(&mut self) -> Result<Symbols, ParseError> {
         let mut list = Vec::new();
         loop {
             match self.next() {
@@ -1446,7 +1483,7 @@ pub(crate) fn parse_pieces<A>(
 
 /// Characters after `%p` that belong to the conversion (libtraceevent's
 /// `parse_arg_format_pointer`).
-fn pointer_ext_len(f: &[u8]) -> usize {
+pub(crate) fn pointer_ext_len(f: &[u8]) -> usize {
     let at = |k: usize| f.get(k).copied().unwrap_or(0);
     match at(0) {
         b'F' | b'S' | b'f' | b's' => 1,
@@ -1871,12 +1908,7 @@ mod tests {
     fn render(f: &EventFormat, rec: &[u8]) -> String {
         let k = Kallsyms::default();
         let p = HashMap::new();
-        let env = Env {
-            big: false,
-            long_size: 8,
-            kallsyms: &k,
-            printk: &p,
-        };
+        let env = Env::new(false, 8, &k, &p);
         let pf = PrintFormat::parse(f, 8).unwrap();
         let mut o = Vec::new();
         pf.write(&env, rec, &mut o);
@@ -1911,6 +1943,23 @@ mod tests {
         rec[1] = 0x01;
         rec[8] = 0x10;
         assert_eq!(render(&f, &rec), "t=245 u=5");
+    }
+
+    #[test]
+    fn libtraceevent_quirks_are_kept() {
+        // `a & (b | c)` is `(a & b) | c` in libtraceevent (timer_start's flags show it).
+        let f = fmt_with(
+            &[("flags", "unsigned int", 0, 4)],
+            r#""%s", __print_flags(REC->flags & (0x04 | 0x08 | 0x10), "|", { 0x04, "M" }, { 0x08, "D" }, { 0x10, "P" })"#,
+        );
+        assert_eq!(render(&f, &[0, 0, 0, 0]), "D|P");
+        assert_eq!(render(&f, &[4, 0, 0, 0]), "M|D|P");
+        // equal precedence groups to the right: 10 - 3 - 2 = 10 - (3 - 2)
+        let f = fmt_with(&[("a", "int", 0, 4)], r#""%d", REC->a - 3 - 2"#);
+        assert_eq!(render(&f, &[10, 0, 0, 0]), "9");
+        // no %c in libtraceevent 1.7: the text `>c<`, no argument taken
+        let f = fmt_with(&[("a", "int", 0, 4)], r#""%c%d", REC->a"#);
+        assert_eq!(render(&f, &[65, 0, 0, 0]), ">c<65");
     }
 
     #[test]

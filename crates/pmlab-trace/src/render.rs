@@ -9,6 +9,7 @@ use std::io::Write;
 
 use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, FieldKind, Trace};
+use crate::printfmt::{pointer_ext_len, split_print_fmt};
 
 // ---------------------------------------------------------------------------
 // Small formatting helpers (no allocation; decimal digits by itoa).
@@ -269,69 +270,6 @@ enum Item {
     },
 }
 
-/// Split `"fmt", a, b` into the format text (escapes left in) and the top-level arguments.
-fn split_print_fmt(pf: &str) -> Option<(String, Vec<String>)> {
-    let b = pf.as_bytes();
-    let mut i = 0;
-    let mut fmt = String::new();
-    // One or more adjacent quoted strings.
-    loop {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i >= b.len() || b[i] != b'"' {
-            break;
-        }
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i] != b'"' {
-            if b[i] == b'\\' {
-                i += 1;
-            }
-            i += 1;
-        }
-        if i > b.len() {
-            return None;
-        }
-        fmt.push_str(&pf[start..i.min(b.len())]);
-        i += 1;
-    }
-    let rest = pf.get(i..).unwrap_or("").trim_start();
-    let mut args = Vec::new();
-    let Some(rest) = rest.strip_prefix(',') else {
-        return Some((fmt, args));
-    };
-    let rb = rest.as_bytes();
-    let (mut depth, mut start, mut j) = (0i32, 0usize, 0usize);
-    while j < rb.len() {
-        match rb[j] {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth -= 1,
-            b'"' | b'\'' => {
-                let q = rb[j];
-                j += 1;
-                while j < rb.len() && rb[j] != q {
-                    if rb[j] == b'\\' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-            }
-            b',' if depth == 0 => {
-                args.push(rest[start..j].trim().to_string());
-                start = j + 1;
-            }
-            _ => {}
-        }
-        j += 1;
-    }
-    let last = rest.get(start..).unwrap_or("").trim();
-    if !last.is_empty() {
-        args.push(last.to_string());
-    }
-    Some((fmt, args))
-}
-
 fn matching_paren(s: &str) -> Option<usize> {
     let mut depth = 0;
     for (i, c) in s.char_indices() {
@@ -530,52 +468,6 @@ fn unparseable_arg(a: &str) -> bool {
     false
 }
 
-fn pointer_ext_len(f: &[u8]) -> usize {
-    // Mirrors libtraceevent's parse_arg_format_pointer: chars after `p` that belong to it.
-    let at = |k: usize| f.get(k).copied().unwrap_or(0);
-    match at(0) {
-        b'F' | b'S' | b'f' | b's' => 1,
-        b'M' | b'm' => 1 + matches!(at(1), b'R' | b'F') as usize,
-        b'I' | b'i' => {
-            let mut ret = 0;
-            let mut index = 2;
-            match at(1) {
-                b'S' => {
-                    while matches!(at(index), b'p' | b'f' | b's') {
-                        ret += 1;
-                        index += 1;
-                    }
-                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
-                        ret += 1;
-                        index += 1;
-                    }
-                    if at(index) == b'c' {
-                        ret += 1;
-                    }
-                    ret += 1;
-                }
-                b'4' => {
-                    if matches!(at(index), b'h' | b'n' | b'l' | b'b') {
-                        ret += 1;
-                    }
-                    ret += 1;
-                }
-                b'6' => {
-                    if at(index) == b'c' {
-                        ret += 1;
-                    }
-                    ret += 1;
-                }
-                _ => {}
-            }
-            ret + 1
-        }
-        b'U' => 1 + matches!(at(1), b'L' | b'l' | b'B' | b'b') as usize,
-        b'h' => 1 + matches!(at(1), b'C' | b'D' | b'N') as usize,
-        _ => 0,
-    }
-}
-
 /// Build the parse list of a print format: text pieces and conversions with their args.
 fn parse_print_items(fmt_text: &str, args: Vec<Arg>) -> (Vec<Item>, bool) {
     let b = fmt_text.as_bytes();
@@ -759,6 +651,8 @@ fn event_renderer(f: &EventFormat) -> EventR {
     let bprint = f.system == "ftrace" && f.name == "bprint";
     let (items, failed) = match split_print_fmt(&f.print_fmt) {
         Some((text, args)) => {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             let unknown = has_unknown_function(&args)
                 || text.contains('\t')
                 || args.iter().any(|a| unparseable_arg(a));
@@ -1305,10 +1199,7 @@ mod tests {
     #[test]
     fn splits_print_fmt() {
         let (f, a) = split_print_fmt("\"a=%d b=%s\", REC->a, __get_str(b, (1,2))").unwrap();
-        assert_eq!(f, "a=%d b=%s");
-        assert_eq!(
-            a,
-            vec!["REC->a".to_string(), "__get_str(b, (1,2))".to_string()]
-        );
+        assert_eq!(f, b"a=%d b=%s");
+        assert_eq!(a, vec!["REC->a", "__get_str(b, (1,2))"]);
     }
 }

@@ -1,7 +1,7 @@
 //! `pmlab dump`'s formatted view: each event as `trace-cmd report` (3.1) prints it, its
 //! print format evaluated ([`crate::printfmt`]) or, for the events libtraceevent's plugins
 //! and trace-cmd's ftrace overrides print their own way, as they do (sched_switch,
-//! sched_wakeup, hrtimer, function, kernel_stack, bprint). Also the raw view (`-R`) with
+//! sched_wakeup, hrtimer, function, function_graph, kernel_stack, bprint). Also the raw view (`-R`) with
 //! the same line header, and event/CPU selection.
 
 use std::collections::{HashMap, HashSet};
@@ -79,6 +79,38 @@ enum Kind {
         fmt: F,
         buf: usize,
     },
+    /// function_graph's entry (trace-cmd's ftrace override): a leaf when the next record
+    /// is its own exit, which is then printed on this line and not on its own.
+    FgraphEntry {
+        func: F,
+        depth: F,
+        exit: Option<FgraphExit>,
+    },
+    FgraphExit(FgraphExit),
+}
+
+/// funcgraph_exit's id and fields.
+#[derive(Clone, Copy)]
+struct FgraphExit {
+    id: u16,
+    func: F,
+    depth: F,
+    calltime: F,
+    rettime: F,
+}
+
+fn fgraph_exit(trace: &Trace) -> Option<FgraphExit> {
+    let f = trace
+        .formats
+        .values()
+        .find(|f| f.system == "ftrace" && f.name == "funcgraph_exit")?;
+    Some(FgraphExit {
+        id: f.id,
+        func: field(f, "func")?,
+        depth: field(f, "depth")?,
+        calltime: field(f, "calltime")?,
+        rettime: field(f, "rettime")?,
+    })
 }
 
 /// (offset, size) of a field; `tep_read_number_field` reads sizes 1, 2, 4 and 8 only.
@@ -97,9 +129,24 @@ fn field(f: &EventFormat, name: &str) -> Option<F> {
 /// [`switch_states`]; trace-cmd 3.1 of Debian 12 links 1.7).
 const STATES: &[u8] = b"SDTtZXxW";
 
-fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
+fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
+    let long_size = trace.long_size;
     let sys = f.system.as_str();
     match (sys, f.name.as_str()) {
+        ("ftrace", "funcgraph_entry") => {
+            if let (Some(func), Some(depth)) = (field(f, "func"), field(f, "depth")) {
+                return Kind::FgraphEntry {
+                    func,
+                    depth,
+                    exit: fgraph_exit(trace),
+                };
+            }
+        }
+        ("ftrace", "funcgraph_exit") => {
+            if let Some(x) = fgraph_exit(trace) {
+                return Kind::FgraphExit(x);
+            }
+        }
         ("sched", "sched_switch") => {
             if let (Some(prev_pid), Some(next_pid)) = (field(f, "prev_pid"), field(f, "next_pid")) {
                 return Kind::SchedSwitch {
@@ -171,6 +218,76 @@ fn kind_of(f: &EventFormat, long_size: u32) -> Kind {
     }
 }
 
+/// Task names by pid, for the line header (libtraceevent's cmdlines): a table indexed by
+/// pid (a hash lookup per event cost more than the rest of the header).
+struct Comms {
+    /// pid → index into `names` + 1 (0: unknown), for pids below the table's length.
+    index: Vec<u32>,
+    names: Vec<Box<[u8]>>,
+    /// Pids beyond the table (none on a real trace: pid_max is at most 4M).
+    other: HashMap<i32, Box<[u8]>>,
+}
+
+impl Comms {
+    fn new(trace: &Trace) -> Comms {
+        let max_pid = trace
+            .cmdlines
+            .keys()
+            .chain(trace.events.pid.iter())
+            .copied()
+            .filter(|&p| p >= 0)
+            .max()
+            .unwrap_or(0)
+            .min(1 << 22) as usize;
+        let mut c = Comms {
+            index: vec![0; max_pid + 1],
+            names: Vec::new(),
+            other: HashMap::new(),
+        };
+        for (&pid, name) in &trace.cmdlines {
+            c.learn(pid, name.as_bytes());
+        }
+        c
+    }
+
+    #[inline]
+    fn get(&self, pid: i32) -> &[u8] {
+        if pid == 0 {
+            return b"<idle>";
+        }
+        let k = match usize::try_from(pid).ok().and_then(|p| self.index.get(p)) {
+            Some(&k) => k,
+            None => return self.other.get(&pid).map_or(b"<...>", |c| c),
+        };
+        if k == 0 {
+            b"<...>"
+        } else {
+            &self.names[k as usize - 1]
+        }
+    }
+
+    /// Remember `comm` for `pid` unless it has a name already.
+    #[inline]
+    fn learn(&mut self, pid: i32, comm: &[u8]) {
+        if pid == 0 {
+            return;
+        }
+        match usize::try_from(pid)
+            .ok()
+            .and_then(|p| self.index.get_mut(p))
+        {
+            Some(k) if *k == 0 => {
+                self.names.push(comm.into());
+                *k = self.names.len() as u32;
+            }
+            Some(_) => {}
+            None => {
+                self.other.entry(pid).or_insert_with(|| comm.into());
+            }
+        }
+    }
+}
+
 /// Writes events as `trace-cmd report` does.
 pub struct Report<'t> {
     trace: &'t Trace,
@@ -178,16 +295,21 @@ pub struct Report<'t> {
     raw: Renderer<'t>,
     /// Event kinds by id.
     kinds: Vec<Option<Kind>>,
-    names: Vec<Option<&'t str>>,
-    /// Tasks whose names the sched plugins learned from printed events (libtraceevent's
-    /// `tep_register_comm`: only pids the saved cmdlines lack).
-    learned: HashMap<i32, Box<[u8]>>,
+    /// Per event id: ` name: ` and the padding to 20 columns, as the line shows it.
+    names: Vec<Option<Box<[u8]>>>,
+    /// Task names by pid: the saved cmdlines, then those the sched plugins learn from
+    /// printed events (libtraceevent's `tep_register_comm`: only pids not known yet).
+    comms: Comms,
     bprint: HashMap<u64, BprintFormat>,
     bargs: Vec<BArg>,
     opts: ReportOptions,
     buffer_width: usize,
     /// Selected event ids (None: all).
     ids: Option<HashSet<u16>>,
+    /// An event already printed as part of an earlier line (a function_graph leaf's exit).
+    consumed: Option<usize>,
+    /// Per CPU, the function plugin's guess of the call stack (names by depth).
+    fstacks: Vec<Vec<Option<&'t [u8]>>>,
 }
 
 impl<'t> Report<'t> {
@@ -195,16 +317,24 @@ impl<'t> Report<'t> {
     pub fn new(trace: &'t Trace, opts: ReportOptions) -> Result<Report<'t>, UnknownEvent> {
         let max = trace.formats.keys().copied().max().unwrap_or(0) as usize;
         let mut kinds: Vec<Option<Kind>> = (0..=max).map(|_| None).collect();
-        let mut names = vec![None; max + 1];
+        let mut names: Vec<Option<Box<[u8]>>> = (0..=max).map(|_| None).collect();
         for (id, f) in &trace.formats {
-            names[*id as usize] = Some(f.name.as_str());
+            let mut col = format!(" {}: ", f.name).into_bytes();
+            col.resize(col.len() + 20usize.saturating_sub(f.name.len()), b' ');
+            names[*id as usize] = Some(col.into());
             // Kinds of events the file has (formats of other events are never used).
             kinds[*id as usize] = Some(Kind::Failed);
         }
-        let present: HashSet<u16> = trace.events.id.iter().copied().collect();
+        let mut seen = vec![false; max + 1];
+        for &id in &trace.events.id {
+            if let Some(s) = seen.get_mut(id as usize) {
+                *s = true;
+            }
+        }
+        let present: Vec<u16> = (0..=max as u16).filter(|&id| seen[id as usize]).collect();
         for id in &present {
             if let Some(f) = trace.formats.get(id) {
-                kinds[*id as usize] = Some(kind_of(f, trace.long_size));
+                kinds[*id as usize] = Some(kind_of(f, trace));
             }
         }
         let ids = if opts.events.is_empty() {
@@ -247,16 +377,18 @@ impl<'t> Report<'t> {
             .unwrap_or(0);
         Ok(Report {
             trace,
-            env: Env {
-                big: trace.endian == crate::model::Endian::Big,
-                long_size: trace.long_size,
-                kallsyms: &trace.kallsyms,
-                printk: &trace.printk_formats,
-            },
+            env: Env::new(
+                trace.endian == crate::model::Endian::Big,
+                trace.long_size,
+                &trace.kallsyms,
+                &trace.printk_formats,
+            ),
             raw: Renderer::new(trace),
             kinds,
             names,
-            learned: HashMap::new(),
+            comms: Comms::new(trace),
+            consumed: None,
+            fstacks: Vec::new(),
             bprint: HashMap::new(),
             bargs: Vec::new(),
             opts,
@@ -265,9 +397,12 @@ impl<'t> Report<'t> {
         })
     }
 
-    /// Whether event `i` is selected by the options.
+    /// Whether event `i` is selected by the options (and not printed already).
     #[inline]
     pub fn selected(&self, i: usize) -> bool {
+        if self.consumed == Some(i) {
+            return false;
+        }
         let ev = &self.trace.events;
         if let Some(c) = &self.opts.cpus {
             if !c.contains(&u32::from(ev.cpu[i])) {
@@ -283,16 +418,6 @@ impl<'t> Report<'t> {
     /// The lines before the events.
     pub fn header(&self, out: &mut Vec<u8>) {
         self.raw.header(out);
-    }
-
-    fn comm(&self, pid: i32) -> &[u8] {
-        if pid == 0 {
-            return b"<idle>";
-        }
-        match self.trace.cmdlines.get(&pid) {
-            Some(c) => c.as_bytes(),
-            None => self.learned.get(&pid).map_or(b"<...>", |c| c),
-        }
     }
 
     /// Append event `i` as `trace-cmd report` prints it (with its newline, and any
@@ -320,21 +445,27 @@ impl<'t> Report<'t> {
             }
         }
         let id = ev.id[i] as usize;
-        let Some(name) = self.names.get(id).copied().flatten() else {
+        if self.names.get(id).is_none_or(|n| n.is_none()) {
             out.extend_from_slice(
                 b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]\n",
             );
             return;
-        };
+        }
         let pid = ev.pid[i];
+        let ts = ev.ts[i];
         // "%16s-%-5d [%03d]"
-        let s = out.len();
-        out.extend_from_slice(self.comm(pid));
-        pad_since(out, s, 16, false);
+        let comm = self.comms.get(pid);
+        if comm.len() < 16 {
+            out.resize(out.len() + 16 - comm.len(), b' ');
+        }
+        out.extend_from_slice(comm);
         out.push(b'-');
-        let s = out.len();
-        push_i64(out, pid as i64);
-        pad_since(out, s, 5, true);
+        let mut ib = itoa::Buffer::new();
+        let p = ib.format(pid).as_bytes();
+        out.extend_from_slice(p);
+        if p.len() < 5 {
+            out.resize(out.len() + 5 - p.len(), b' ');
+        }
         out.extend_from_slice(b" [");
         if cpu < 10 {
             out.extend_from_slice(b"00");
@@ -343,12 +474,9 @@ impl<'t> Report<'t> {
         }
         push_u64(out, cpu as u64);
         out.push(b']');
-        self.time(ev.ts[i], out);
-        out.push(b' ');
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        if name.len() < 20 {
-            out.resize(out.len() + 20 - name.len(), b' ');
+        self.time(ts, out);
+        if let Some(Some(col)) = self.names.get(id) {
+            out.extend_from_slice(col);
         }
         let body = out.len();
         if self.opts.raw {
@@ -377,19 +505,18 @@ impl<'t> Report<'t> {
         } else {
             (ts / 1_000_000_000_000, ts % 1_000_000_000_000, 12)
         };
-        let s = out.len();
-        push_u64(out, secs);
-        pad_since(out, s, 5, false);
-        out.push(b'.');
-        let s = out.len();
-        push_u64(out, frac);
-        let n = out.len() - s;
-        if n < digits {
-            let old = out.len();
-            out.resize(old + digits - n, b'0');
-            out.copy_within(s..old, s + digits - n);
-            out[s..s + digits - n].fill(b'0');
+        let mut ib = itoa::Buffer::new();
+        let t = ib.format(secs).as_bytes();
+        if t.len() < 5 {
+            out.resize(out.len() + 5 - t.len(), b' ');
         }
+        out.extend_from_slice(t);
+        out.push(b'.');
+        let t = ib.format(frac).as_bytes();
+        if t.len() < digits {
+            out.resize(out.len() + digits - t.len(), b'0');
+        }
+        out.extend_from_slice(t);
         out.push(b':');
     }
 
@@ -399,20 +526,17 @@ impl<'t> Report<'t> {
             env,
             raw,
             kinds,
-            learned,
+            comms,
             bprint,
             bargs,
+            consumed,
+            fstacks,
             ..
         } = self;
         let trace: &Trace = trace;
         let rec = trace.events.record(i);
-        let env: &Env = env;
-        let mut learn = |pid: u64, comm: &[u8]| {
-            let pid = pid as i32;
-            if pid != 0 && !trace.cmdlines.contains_key(&pid) && !learned.contains_key(&pid) {
-                learned.insert(pid, comm.into());
-            }
-        };
+        let env: &Env<'t> = env;
+        let mut learn = |pid: u64, comm: &[u8]| comms.learn(pid as i32, comm);
         let rd = |f: F| env.read(rec, f.0, f.1);
         let comm_of = |f: F| {
             let b = rec.get(f.0..f.0 + f.1).unwrap_or(&[]);
@@ -547,19 +671,25 @@ impl<'t> Report<'t> {
                 num_field(out, rec, env, *softexpires, NumFmt::Dec, "softexpires");
             }
             Some(Kind::Function { ip, parent_ip }) => {
-                for (k, f) in [ip, parent_ip].into_iter().enumerate() {
-                    let a = rd(*f);
-                    match env.kallsyms.function_bytes_at(a) {
-                        Some((_, name)) => {
-                            out.extend_from_slice(name);
-                            if k == 0 {
-                                out.extend_from_slice(b" <-- ");
-                            }
-                        }
-                        None => {
-                            out.extend_from_slice(b"0x");
-                            push_hex(out, a);
-                        }
+                // libtraceevent's function plugin (it replaces trace-cmd's `func <-- parent`):
+                // the function indented 3 spaces a level, the levels guessed per CPU from
+                // the parents seen; no parent (its `parent` option is off by default).
+                let (a, p) = (rd(*ip), rd(*parent_ip));
+                let func = env.function_at(a).map(|x| x.1);
+                let mut index = 0;
+                if let Some((_, parent)) = env.function_at(p) {
+                    let cpu = usize::from(trace.events.cpu[i]);
+                    if fstacks.len() <= cpu {
+                        fstacks.resize_with(cpu + 1, Vec::new);
+                    }
+                    index = add_and_get_index(&mut fstacks[cpu], parent, func);
+                }
+                out.resize(out.len() + index * 3, b' ');
+                match func {
+                    Some(name) => out.extend_from_slice(name),
+                    None => {
+                        out.extend_from_slice(b"0x");
+                        push_hex(out, a);
                     }
                 }
             }
@@ -572,7 +702,7 @@ impl<'t> Report<'t> {
                     if (ls == 8 && a == u64::MAX) || a as u32 == u32::MAX {
                         break;
                     }
-                    match env.kallsyms.function_bytes_at(a) {
+                    match env.function_at(a) {
                         Some((_, name)) => {
                             out.extend_from_slice(b"=> ");
                             out.extend_from_slice(name);
@@ -588,6 +718,50 @@ impl<'t> Report<'t> {
                     }
                     at += ls;
                 }
+            }
+            Some(Kind::FgraphEntry { func, depth, exit }) => {
+                let (f, d) = (rd(*func), rd(*depth));
+                let pid = trace.events.pid[i];
+                // trace-cmd 3.1 peeks at the next record of any CPU.
+                let leaf = exit.filter(|x| {
+                    let n = i + 1;
+                    n < trace.events.len()
+                        && trace.events.id[n] == x.id
+                        && trace.events.pid[n] == pid
+                        && env.read(trace.events.record(n), x.func.0, x.func.1) == f
+                });
+                match leaf {
+                    Some(x) => {
+                        let next = trace.events.record(i + 1);
+                        let dur = env
+                            .read(next, x.rettime.0, x.rettime.1)
+                            .wrapping_sub(env.read(next, x.calltime.0, x.calltime.1));
+                        graph_duration(out, dur);
+                        indent(out, d);
+                        match env.function_at(f) {
+                            Some((_, name)) => out.extend_from_slice(name),
+                            None => push_hex(out, f),
+                        }
+                        out.extend_from_slice(b"();");
+                        *consumed = Some(i + 1);
+                    }
+                    None => {
+                        out.extend_from_slice(b"  ");
+                        out.extend_from_slice(b"           |  ");
+                        indent(out, d);
+                        match env.function_at(f) {
+                            Some((_, name)) => out.extend_from_slice(name),
+                            None => push_hex(out, f),
+                        }
+                        out.extend_from_slice(b"() {");
+                    }
+                }
+            }
+            Some(Kind::FgraphExit(x)) => {
+                let dur = rd(x.rettime).wrapping_sub(rd(x.calltime));
+                graph_duration(out, dur);
+                indent(out, rd(x.depth));
+                out.push(b'}');
             }
             Some(Kind::Bprint { ip, fmt, buf }) => {
                 let (ip, addr, buf) = (rd(*ip), rd(*fmt), *buf);
@@ -608,6 +782,75 @@ impl<'t> Report<'t> {
                 f.write(env, rec, bargs, out);
             }
         }
+    }
+}
+
+/// The function plugin's `add_and_get_index`: the depth of `parent` in this CPU's stack
+/// (0 and a new stack when absent); `child` goes one deeper. Deeper entries are kept.
+fn add_and_get_index<'a>(
+    stack: &mut Vec<Option<&'a [u8]>>,
+    parent: &'a [u8],
+    child: Option<&'a [u8]>,
+) -> usize {
+    fn set<'a>(stack: &mut Vec<Option<&'a [u8]>>, pos: usize, name: Option<&'a [u8]>) {
+        if let Some(n) = name {
+            if stack.len() <= pos {
+                stack.resize(pos + 1, None);
+            }
+            stack[pos] = Some(n);
+        }
+    }
+    let found = stack
+        .iter()
+        .take_while(|e| e.is_some())
+        .position(|e| *e == Some(parent));
+    match found {
+        Some(k) => {
+            set(stack, k + 1, child);
+            k
+        }
+        None => {
+            set(stack, 0, Some(parent));
+            set(stack, 1, child);
+            0
+        }
+    }
+}
+
+/// function_graph's overhead mark and duration column (trace-cmd's
+/// `print_graph_overhead` and `print_graph_duration`): `+ 12.345 us   |  `.
+fn graph_duration(out: &mut Vec<u8>, dur: u64) {
+    out.extend_from_slice(match dur {
+        d if d > 1_000_000_000 => b"$ ",
+        d if d > 1_000_000 => b"# ",
+        d if d > 100_000 => b"! ",
+        d if d > 10_000 => b"+ ",
+        _ => b"  ",
+    });
+    let s = out.len();
+    push_u64(out, dur / 1000);
+    if out.len() - s < 7 {
+        out.push(b'.');
+        let r = dur % 1000;
+        out.extend_from_slice(&[
+            b'0' + (r / 100) as u8,
+            b'0' + (r / 10 % 10) as u8,
+            b'0' + (r % 10) as u8,
+        ]);
+    }
+    let len = out.len() - s;
+    out.extend_from_slice(b" us ");
+    if len < 7 {
+        out.resize(out.len() + 7 - len, b' ');
+    }
+    out.extend_from_slice(b"|  ");
+}
+
+/// Two spaces per call depth (trace-cmd loops `(int)(depth * 2)` times).
+fn indent(out: &mut Vec<u8>, depth: u64) {
+    let n = depth.wrapping_mul(2) as i32;
+    if n > 0 {
+        out.resize(out.len() + n as usize, b' ');
     }
 }
 
@@ -645,7 +888,7 @@ fn func_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>) {
     };
     let v = env.read(rec, f.0, f.1);
     out.extend_from_slice(b" function=");
-    match env.kallsyms.function_bytes_at(v) {
+    match env.function_at(v) {
         Some((a, name)) => {
             out.extend_from_slice(name);
             out.extend_from_slice(b"/0x");

@@ -6,6 +6,7 @@ mod util;
 
 mod analyze;
 mod bundle;
+mod dump;
 mod fleet;
 mod hotplug;
 mod info;

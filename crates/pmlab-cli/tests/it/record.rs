@@ -17,7 +17,7 @@ use crate::util::{is_root, pmlab, Cpu1Online, CPU1_ONLINE};
 /// The recording tests share the machine's tracefs and CPUs: one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
 
-fn machine() -> std::sync::MutexGuard<'static, ()> {
+pub fn machine() -> std::sync::MutexGuard<'static, ()> {
     MACHINE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -378,7 +378,11 @@ fn events_filters_and_buffer_size_apply_to_the_private_instance() {
     let st = child.wait().unwrap();
     assert!(st.success());
     untouched.check();
-    let dump = pmlab().arg("dump").arg(&file).output().unwrap();
+    let dump = pmlab()
+        .args(["dump", "-R", "-t"])
+        .arg(&file)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
     let (mut switches, mut markers) = (0, 0);
     for l in text.lines().skip(1) {

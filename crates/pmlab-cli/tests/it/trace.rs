@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::util::{fixtures, pmlab};
 
 /// Lines with runs of whitespace collapsed to one space and trailing space dropped.
-fn normalized(text: &[u8]) -> Vec<String> {
+pub fn normalized(text: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(text)
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
@@ -35,7 +35,7 @@ pub fn fixture_dats() -> Vec<PathBuf> {
     v
 }
 
-fn has_trace_cmd() -> bool {
+pub fn has_trace_cmd() -> bool {
     Command::new("trace-cmd").arg("--version").output().is_ok()
 }
 
@@ -58,10 +58,14 @@ pub fn trace_cmd_report(file: &Path) -> (Vec<u8>, String) {
     )
 }
 
-/// Assert `pmlab dump FILE` and `trace-cmd report -R -t -i FILE` agree line for line
+/// Assert `pmlab dump -R -t FILE` and `trace-cmd report -R -t -i FILE` agree line for line
 /// (whitespace runs aside). Returns the number of event lines.
 pub fn assert_dump_matches_trace_cmd(file: &Path) -> usize {
-    let ours = pmlab().arg("dump").arg(file).output().unwrap();
+    let ours = pmlab()
+        .args(["dump", "-R", "-t"])
+        .arg(file)
+        .output()
+        .unwrap();
     assert!(
         ours.status.success(),
         "pmlab dump {}: {}",

@@ -1,0 +1,449 @@
+//! Integration tests for `pmlab dump`'s formatted view against `trace-cmd report` (the
+//! formatted view, not `-R`), line by line: every fixture as found (v6) and converted to
+//! v7 zstd; the flags (`-R`, `-t`, `--cpu`, `-e`) against trace-cmd's own; bad flags; and
+//! fresh recordings of this machine (root, tracefs): pipe with the default event set,
+//! a hotplug cycle, 3 s idle, `sched_waking` with `--stacktrace`, and the function and
+//! function_graph tracers where the kernel lets them run; their lines also on a fixture
+//! whose records are rewritten into ftrace events.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::record::machine;
+use crate::trace::{convert_v7, fixture_dats, has_trace_cmd, normalized};
+use crate::util::{is_root, pmlab, Cpu1Online};
+
+/// Line kinds (event names) where pmlab's line may differ from trace-cmd's. None today:
+/// every line of every file here is equal. A kind listed here must say why in README.
+const MAY_DIFFER: &[&str] = &[];
+
+/// The event name of a report line (`comm-pid [cpu] ts: NAME: ...`), or the whole line.
+fn kind(line: &str) -> &str {
+    line.split(": ")
+        .nth(1)
+        .filter(|_| line.contains("] "))
+        .unwrap_or(line)
+}
+
+/// `pmlab dump ARGS FILE` against `trace-cmd report TC_ARGS -i FILE`, line by line with
+/// whitespace runs collapsed. Lines of the kinds in MAY_DIFFER may differ; nothing else.
+/// Returns the number of lines.
+fn assert_formatted(file: &Path, ours_args: &[&str], theirs_args: &[&str]) -> usize {
+    let ours = pmlab()
+        .arg("dump")
+        .args(ours_args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        ours.status.success(),
+        "pmlab dump {ours_args:?} {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let theirs = Command::new("trace-cmd")
+        .arg("report")
+        .args(theirs_args)
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("running trace-cmd report");
+    assert!(theirs.status.success(), "trace-cmd report failed");
+    let (a, b) = (normalized(&ours.stdout), normalized(&theirs.stdout));
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "{} {ours_args:?}: pmlab printed {} lines, trace-cmd {}",
+        file.display(),
+        a.len(),
+        b.len()
+    );
+    let mut differ = 0;
+    for (n, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+        if x != y {
+            assert!(
+                MAY_DIFFER.contains(&kind(y)),
+                "{} {ours_args:?}: line {} differs (pmlab first, trace-cmd second)\n{x}\n{y}",
+                file.display(),
+                n + 1
+            );
+            differ += 1;
+        }
+    }
+    if differ > 0 {
+        eprintln!("{}: {differ} lines of known kinds differ", file.display());
+    }
+    a.len()
+}
+
+/// The formatted view, then the flags, of one file.
+fn check(file: &Path) -> usize {
+    let n = assert_formatted(file, &[], &[]);
+    assert!(n > 1, "{}: no events", file.display());
+    n
+}
+
+#[test]
+fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
+    assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
+    let tmp = tempfile::tempdir().unwrap();
+    for f in fixture_dats() {
+        let n = check(&f);
+        let v7 = tmp.path().join(f.file_name().unwrap());
+        let v7 = convert_v7(&f, "zstd", &v7).expect("trace-cmd convert to v7 zstd");
+        assert_eq!(check(&v7), n, "{}: v7 differs from v6", f.display());
+    }
+}
+
+#[test]
+fn flags_print_what_trace_cmds_flags_print() {
+    assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
+    for name in [
+        "haltpoll_pipe_200us.dat",
+        "lisa_rtapp.dat",
+        "trappy_trace.dat",
+    ] {
+        let f = crate::util::fixtures().join(name);
+        assert_formatted(&f, &["-R"], &["-R"]);
+        assert_formatted(&f, &["-t"], &["-t"]);
+        assert_formatted(&f, &["-R", "-t"], &["-R", "-t"]);
+        assert_formatted(&f, &["--cpu", "1"], &["--cpu", "1"]);
+        assert_formatted(&f, &["--cpu", "0,2-3"], &["--cpu", "0,2-3"]);
+    }
+    let f = crate::util::fixtures().join("haltpoll_pipe_off.dat");
+    let n = assert_formatted(
+        &f,
+        &["-e", "sched_switch", "-e", "power:cpu_idle"],
+        &["-F", "sched_switch,cpu_idle"],
+    );
+    let all = assert_formatted(&f, &[], &[]);
+    assert!(1 < n && n < all, "-e selected {n} of {all} lines");
+}
+
+#[test]
+fn bad_flags_fail_clearly_and_print_nothing() {
+    let f = crate::util::fixtures().join("trappy_idle.dat");
+    let out = pmlab()
+        .args(["dump", "-e", "nosuch"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "printed before failing");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no event \"nosuch\"") && err.contains("sched:sched_switch"),
+        "{err}"
+    );
+    for bad in ["x", "1-", "3-1"] {
+        let out = pmlab()
+            .args(["dump", "--cpu", bad])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--cpu {bad} accepted");
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--cpu"), "--cpu {bad}: {err}");
+    }
+    let out = pmlab()
+        .args(["dump", "--json", "-R"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--json with -R accepted");
+}
+
+// ---------------------------------------------------------------------------
+// Fresh recordings of this machine.
+
+/// Why this machine cannot record, if it cannot.
+fn cannot_record() -> Option<&'static str> {
+    if !is_root() {
+        return Some("not root");
+    }
+    if !has_trace_cmd() {
+        return Some("no trace-cmd");
+    }
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let tracefs = mounts.lines().any(|l| l.contains(" tracefs "))
+        || Path::new("/sys/kernel/tracing").is_dir();
+    (!tracefs).then_some("no tracefs")
+}
+
+/// `pmlab record ARGS -o FILE`: Ok(file), or Err(stderr) when pmlab refused or failed.
+fn record(dir: &Path, name: &str, args: &[&str]) -> Result<PathBuf, String> {
+    let file = dir.join(name);
+    let out = pmlab()
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(args)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(file)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn live(name: &str, args: &[&str]) {
+    if let Some(why) = cannot_record() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _m = machine();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = record(tmp.path(), name, args).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check(&file);
+}
+
+#[test]
+fn live_pipe_with_the_default_events() {
+    let bin = assert_cmd::cargo::cargo_bin("pmlab");
+    live(
+        "pipe.dat",
+        &[
+            "--",
+            bin.to_str().unwrap(),
+            "run",
+            "pipe",
+            "--loops",
+            "5000",
+        ],
+    );
+}
+
+#[test]
+fn live_hotplug_cycle() {
+    let _cpu1 = Cpu1Online;
+    let online = "/sys/devices/system/cpu/cpu1/online";
+    if is_root() && !Path::new(online).exists() {
+        eprintln!("skipped: cpu1 is not hot-pluggable");
+        return;
+    }
+    let cmd = format!("echo 0 > {online}; echo 1 > {online}");
+    live("hotplug.dat", &["--", "sh", "-c", &cmd]);
+}
+
+#[test]
+fn live_three_seconds_idle() {
+    live("idle.dat", &["--duration", "3s"]);
+}
+
+#[test]
+fn live_sched_waking_with_stacktrace() {
+    live(
+        "stack.dat",
+        &[
+            "-e",
+            "sched:sched_waking",
+            "--stacktrace",
+            "--",
+            "sleep",
+            "0.2",
+        ],
+    );
+}
+
+/// A tracer over a short command, where the kernel has it and lets it run (this guest's
+/// kernel refuses the function tracer with EPERM and has no function_graph).
+fn live_tracer(tracer: &str) {
+    if let Some(why) = cannot_record() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _m = machine();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--tracer",
+        tracer,
+        "-e",
+        "sched:sched_switch",
+        "--buffer-kb",
+        "8192",
+        "--",
+        "sleep",
+        "0.01",
+    ];
+    match record(tmp.path(), &format!("{tracer}.dat"), &args) {
+        Ok(file) => {
+            check(&file);
+        }
+        Err(e) if e.contains("not available") || e.contains("Operation not permitted") => {
+            eprintln!("skipped: {tracer} tracer: {}", e.trim());
+        }
+        Err(e) => panic!("record --tracer {tracer}: {e}"),
+    }
+}
+
+#[test]
+fn live_function_tracer() {
+    live_tracer("function");
+}
+
+#[test]
+fn live_function_graph_tracer() {
+    live_tracer("function_graph");
+}
+
+#[test]
+fn an_unknown_tracer_is_refused_before_anything_changes() {
+    if let Some(why) = cannot_record() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _m = machine();
+    let tmp = tempfile::tempdir().unwrap();
+    let before = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let err = record(tmp.path(), "x.dat", &["--tracer", "nosuch", "--", "true"])
+        .expect_err("an unknown tracer was accepted");
+    assert!(
+        err.contains("tracer \"nosuch\" is not available") && err.contains("nop"),
+        "{err}"
+    );
+    let after = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(before, after, "an instance was left behind");
+    assert!(!tmp.path().join("x.dat").exists());
+}
+
+// ---------------------------------------------------------------------------
+// The function and function_graph tracers' lines, on a fixture whose records are rewritten
+// into ftrace events (this guest's kernel runs neither tracer; the file's own ftrace formats
+// and kallsyms say what the records mean).
+
+/// Little-endian `v` into `b` at `off`, `size` bytes.
+fn put(b: &mut [u8], off: usize, size: usize, v: u64) {
+    b[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+}
+
+#[test]
+fn function_and_function_graph_lines_equal_trace_cmds() {
+    assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
+    // An uncompressed little-endian v6 file: records lie in the file as decoded.
+    let src = crate::util::fixtures().join("lisa_sched_load.dat");
+    let trace = pmlab_trace::open(&src).unwrap();
+    let mut bytes = std::fs::read(&src).unwrap();
+    let fmt = |name: &str| {
+        trace
+            .formats
+            .values()
+            .find(|f| f.system == "ftrace" && f.name == name)
+            .unwrap_or_else(|| panic!("no ftrace:{name} format in the fixture"))
+            .clone()
+    };
+    let (func, entry, exit) = (
+        fmt("function"),
+        fmt("funcgraph_entry"),
+        fmt("funcgraph_exit"),
+    );
+    let off = |f: &pmlab_trace::EventFormat, n: &str| {
+        let x = f
+            .field(n)
+            .unwrap_or_else(|| panic!("{} has no {n}", f.name));
+        (x.offset as usize, x.size as usize)
+    };
+    let need = |f: &pmlab_trace::EventFormat| {
+        f.fields
+            .iter()
+            .map(|x| (x.offset + x.size) as usize)
+            .max()
+            .unwrap()
+    };
+    // Symbols to call: some with an offset into them, one address no symbol covers.
+    let syms: Vec<u64> = trace
+        .kallsyms
+        .iter()
+        .filter(|(a, _)| *a > 0)
+        .step_by(997)
+        .take(40)
+        .map(|(a, _)| a)
+        .collect();
+    assert!(syms.len() >= 20, "the fixture has too few symbols");
+    let addr = |k: usize| match k % 5 {
+        4 => 0x10,
+        3 => syms[k % syms.len()] + 4,
+        _ => syms[k % syms.len()],
+    };
+    let ev = &trace.events;
+    let (mut leaves, mut nested, mut functions) = (0, 0, 0);
+    let mut i = 0;
+    let mut k = 0usize;
+    while i + 1 < ev.len() {
+        let (o, l) = (ev.off(i), ev.rec_len(i));
+        assert_eq!(
+            &bytes[o..o + l],
+            ev.record(i),
+            "record {i} is not at its offset"
+        );
+        let (o2, l2) = (ev.off(i + 1), ev.rec_len(i + 1));
+        let id = |f: &pmlab_trace::EventFormat| u64::from(f.id);
+        // As the tracer writes them: an entry and the exit after it on one CPU.
+        let same_cpu = ev.cpu[i] == ev.cpu[i + 1];
+        match k % 4 {
+            // a leaf: an entry and its exit next, same pid and function
+            0 | 1 if l >= need(&entry) && l2 >= need(&exit) && same_cpu => {
+                let (f, d) = (addr(k), (k % 7) as u64);
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&entry));
+                put(r, off(&entry, "func").0, off(&entry, "func").1, f);
+                put(r, off(&entry, "depth").0, off(&entry, "depth").1, d);
+                let pid = u64::from(ev.pid[i] as u32);
+                let r = &mut bytes[o2..o2 + l2];
+                put(r, 0, 2, id(&exit));
+                put(r, 4, 4, pid);
+                put(r, off(&exit, "func").0, off(&exit, "func").1, f);
+                put(r, off(&exit, "depth").0, off(&exit, "depth").1, d);
+                let call = 1_000_000 + k as u64;
+                // durations across the overhead marks: none, +, !, #, $
+                let dur = [512, 15_000, 150_000, 1_500_000, 1_500_000_000][k % 5] + k as u64;
+                put(r, off(&exit, "calltime").0, 8, call);
+                put(r, off(&exit, "rettime").0, 8, call + dur);
+                leaves += 1;
+                i += 2;
+            }
+            // a nested entry (the next record is something else), then a lone exit
+            2 if l >= need(&entry) && l2 >= need(&exit) && same_cpu => {
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&entry));
+                put(r, off(&entry, "func").0, off(&entry, "func").1, addr(k));
+                put(r, off(&entry, "depth").0, off(&entry, "depth").1, 3);
+                let r = &mut bytes[o2..o2 + l2];
+                put(r, 0, 2, id(&exit));
+                put(r, off(&exit, "func").0, off(&exit, "func").1, addr(k + 1));
+                put(r, off(&exit, "depth").0, off(&exit, "depth").1, 2);
+                put(r, off(&exit, "calltime").0, 8, 5);
+                put(r, off(&exit, "rettime").0, 8, 5 + 42_042);
+                nested += 1;
+                i += 2;
+            }
+            3 if l >= off(&func, "parent_ip").0 + 8 => {
+                let r = &mut bytes[o..o + l];
+                put(r, 0, 2, id(&func));
+                put(r, off(&func, "ip").0, 8, addr(k));
+                put(r, off(&func, "parent_ip").0, 8, addr(k + 2));
+                functions += 1;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+        k += 1;
+    }
+    assert!(
+        leaves > 50 && nested > 20 && functions > 20,
+        "{leaves} {nested} {functions}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("ftrace.dat");
+    if let Ok(keep) = std::env::var("PMLAB_KEEP_FTRACE_DAT") {
+        std::fs::write(keep, &bytes).unwrap();
+    }
+    std::fs::write(&f, &bytes).unwrap();
+    let n = check(&f);
+    // the leaves' exits are not lines of their own
+    assert_eq!(n, ev.len() + 1 - leaves);
+}
