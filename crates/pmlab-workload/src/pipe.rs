@@ -31,6 +31,7 @@ struct Placement {
 
 // SAFETY: the mapping is only reached through atomics.
 unsafe impl Send for Placement {}
+// SAFETY: as for Send: shared references only load and store atomics.
 unsafe impl Sync for Placement {}
 
 impl Placement {
