@@ -43,6 +43,7 @@ impl Test {
 }
 
 /// Registers `fn $name()` as a test of this binary (put it where `#[test]` would be).
+#[allow(unused_macros)]
 macro_rules! it_test {
     ($name:ident) => {
         ::inventory::submit! {
@@ -52,6 +53,7 @@ macro_rules! it_test {
 }
 
 /// Ends the running test as skipped with the reason (`format!` arguments); type `!`.
+#[allow(unused_macros)]
 macro_rules! skip {
     ($($arg:tt)*) => {
         $crate::harness::skip(format!($($arg)*))
@@ -60,6 +62,7 @@ macro_rules! skip {
 
 /// Ends the running test as skipped when it returns (`format!` arguments): the rest of it
 /// still runs and may fail, but a test with a part left unchecked never counts as passed.
+#[allow(unused_macros)]
 macro_rules! skip_part {
     ($($arg:tt)*) => {
         $crate::harness::skip_part(format!($($arg)*))
