@@ -41,9 +41,13 @@ fn transaction_writes_then_restores_what_it_found() {
     let before = file(&t, POLL_NS);
     let journals = tempfile::tempdir().unwrap();
     let mut txn = Transaction::begin_in(&root, journals.path()).unwrap();
-    txn.apply(&s(&["haltpoll.guest_halt_poll_ns=150us"])).unwrap();
+    txn.apply(&s(&["haltpoll.guest_halt_poll_ns=150us"]))
+        .unwrap();
     assert_eq!(file(&t, POLL_NS), "150000");
-    assert_eq!(knob::read(&root, "haltpoll.guest_halt_poll_ns").unwrap(), "150000");
+    assert_eq!(
+        knob::read(&root, "haltpoll.guest_halt_poll_ns").unwrap(),
+        "150000"
+    );
     txn.restore().unwrap();
     assert_eq!(file(&t, POLL_NS), before);
     assert!(knob::journal::scan(journals.path()).is_empty());

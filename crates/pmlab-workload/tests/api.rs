@@ -62,7 +62,11 @@ fn pipe_pinned_to_two_cpus_is_never_on_one() {
         skip!("one CPU allowed (pipe_pinned_to_one_cpu_stays_on_it covers one)");
     }
     for threads in [false, true] {
-        let r = run(&pipe(5000, threads, Some(vec![cpus[0], cpus[1]])), &mut NoProbe).unwrap();
+        let r = run(
+            &pipe(5000, threads, Some(vec![cpus[0], cpus[1]])),
+            &mut NoProbe,
+        )
+        .unwrap();
         assert_eq!(metric(&r, "same_cpu_share"), 0.0, "threads: {threads}");
     }
 }

@@ -66,7 +66,10 @@ fn within(got: f64, want: f64, tol: f64) -> bool {
 /// the wakes without IPI in the 200 µs trace.
 #[test]
 fn forward_off_to_200us_matches_the_polling_trace() {
-    let (off, on) = (fixture("haltpoll_pipe_off.dat"), fixture("haltpoll_pipe_200us.dat"));
+    let (off, on) = (
+        fixture("haltpoll_pipe_off.dat"),
+        fixture("haltpoll_pipe_200us.dat"),
+    );
     let opts = Options::default();
     let w_on = crate::wakeups::analyze(&on, &opts).unwrap();
     let r = run(&off, &opts, &cfg(Policy::Haltpoll, &[200_000])).unwrap();
@@ -117,7 +120,10 @@ fn forward_off_to_200us_matches_the_polling_trace() {
 /// wakes in the OFF trace.
 #[test]
 fn reverse_200us_to_off_matches_the_off_trace() {
-    let (off, on) = (fixture("haltpoll_pipe_off.dat"), fixture("haltpoll_pipe_200us.dat"));
+    let (off, on) = (
+        fixture("haltpoll_pipe_off.dat"),
+        fixture("haltpoll_pipe_200us.dat"),
+    );
     let opts = Options::default();
     let w_off = crate::wakeups::analyze(&off, &opts).unwrap();
     let c = Config {
