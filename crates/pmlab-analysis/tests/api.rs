@@ -75,9 +75,9 @@ it_test!(an_analysis_without_its_events_names_them);
 fn an_analysis_without_its_events_names_them() {
     // trappy's idle trace has no IPI or wakeup events: the idle-poll replay cannot run.
     let t = fixture("trappy_idle.dat");
-    let m = pmlab_analysis::replay::prepare(&t, &Options::default())
-        .err()
-        .expect("a replay without IPI events");
+    let Err(m) = pmlab_analysis::replay::prepare(&t, &Options::default()) else {
+        panic!("a replay without IPI events");
+    };
     assert!(
         m.events.iter().any(|e| e == "ipi:ipi_send_cpu"),
         "{:?}",

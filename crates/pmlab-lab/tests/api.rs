@@ -105,9 +105,9 @@ fn same_seed_same_schedule_and_values() {
 
 it_test!(bad_specs_are_refused);
 fn bad_specs_are_refused() {
-    let e = FakeSpec::parse("no_such_key=1")
-        .err()
-        .expect("unknown key accepted");
+    let Err(e) = FakeSpec::parse("no_such_key=1") else {
+        panic!("unknown key accepted");
+    };
     assert!(e.to_string().contains("unknown key"), "{e}");
     assert!(
         WorkloadDef::new(vec![]).is_err(),

@@ -67,7 +67,9 @@ fn files_that_are_not_traces_are_refused_naming_the_path() {
     }
     let garbage = dir.path().join("garbage.dat");
     std::fs::write(&garbage, b"\x17\x08\x44tracing6garbage that ends here").unwrap();
-    let e = pmlab_trace::open(&garbage).err().expect("garbage accepted");
+    let Err(e) = pmlab_trace::open(&garbage) else {
+        panic!("garbage accepted");
+    };
     assert!(e.to_string().contains("garbage.dat"), "{e}");
 }
 
