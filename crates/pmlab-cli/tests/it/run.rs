@@ -414,7 +414,8 @@ fn wakeup_reports_percentiles_histogram_and_leaves_dma_latency_alone() {
         .sum::<u64>()
         + j["histogram"]["overflow"].as_u64().unwrap();
     assert_eq!(hist, 400 * cpus.len() as u64);
-    // Only --dma-latency opens /dev/cpu_dma_latency.
+    // Only --dma-latency opens /dev/cpu_dma_latency (root's alone).
+    need_root("the --dma-latency part opens /dev/cpu_dma_latency");
     for (args, expect_open) in [(vec![], false), (vec!["--dma-latency", "1000"], true)] {
         let bin = assert_cmd::cargo::cargo_bin("pmlab");
         let m = mark();
