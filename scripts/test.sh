@@ -1,9 +1,35 @@
 #!/usr/bin/env bash
-# The test command: every unit and integration test, as root on a machine with tracefs, cpuidle and hotplug.
+# The test command: every unit and integration test, as root on a machine with tracefs, cpuidle
+# and hotplug, then how many tests were skipped and why (a skipped test never counts as passed).
+# PMLAB_TEST_NO_ROOT=1 runs the integration tests as `nobody`, to see what needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh   # idempotent: installs the peers the tests compare against
+# The Python package (crates/pmlab-py), built into the shared target dir and installed for its
+# tests; the main job never needs it, so set-up leaves it to here.
+rm -f target/wheels/pmlab-*.whl
+python3 -m maturin build --release -q -m crates/pmlab-py/Cargo.toml -o target/wheels
+python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/pmlab-*.whl ||
+  python3 -m pip install -q --root-user-action=ignore --break-system-packages --force-reinstall --no-deps target/wheels/pmlab-*.whl
 cargo build --release --bins
-cargo test --release --workspace -- --test-threads=1
-# The Python package's tests (the wheel setup.sh installed), against the binary built above.
-python3 -m pytest -q crates/pmlab-py/tests
+
+logs=$(mktemp -d)
+export PMLAB_TEST_SKIP_LOG="$logs/skips"
+: >"$PMLAB_TEST_SKIP_LOG"
+# How many tests were skipped and why, printed however the run ends: the `ignored` counts of
+# cargo test's closing lines, pytest's `skipped`, and the reasons the harness and pytest gave.
+summary() {
+  local rust py
+  rust=$(sed -nE 's/^test result: .* ([0-9]+) ignored;.*/\1/p' "$logs/cargo" 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  py=$(grep -oE '[0-9]+ skipped' "$logs/pytest" 2>/dev/null | tail -1 | cut -d' ' -f1)
+  echo "skipped: $((rust + ${py:-0}))"
+  sed 's/^/  /' "$PMLAB_TEST_SKIP_LOG"
+  # libtest's own `#[ignore = "..."]` tests (none today) and pytest's skips, with reasons.
+  sed -nE 's/^test (.*) \.\.\. ignored, (.*)$/  \1: \2/p' "$logs/cargo" 2>/dev/null
+  sed -nE 's/^SKIPPED \[[0-9]+\] (.*)$/  pytest: \1/p' "$logs/pytest" 2>/dev/null
+  rm -rf "$logs"
+}
+trap summary EXIT
+cargo test --release --workspace -- --test-threads=1 | tee "$logs/cargo"
+# The Python package's tests (the wheel installed above), against the binary built above.
+python3 -m pytest -q -rs crates/pmlab-py/tests | tee "$logs/pytest"

@@ -1,6 +1,7 @@
 //! pmlab-analysis: analyses over decoded trace columns and counter deltas — idle residency,
 //! wakeup causes, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
 //! Analyses never touch the machine: they read a `pmlab_trace::Trace` (and optional sidecars).
+#![forbid(unsafe_code)]
 
 pub mod all;
 pub mod baseline;

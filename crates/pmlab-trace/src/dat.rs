@@ -687,9 +687,10 @@ pub(crate) unsafe fn advise_inside(
 pub fn populate_job<T>(v: &Vec<T>) -> impl FnOnce() + Send + 'static {
     let start = v.as_ptr() as usize + v.len() * std::mem::size_of::<T>();
     let end = v.as_ptr() as usize + v.capacity() * std::mem::size_of::<T>();
-    // SAFETY: populating maps pages in as a write would, without writing: no bytes change,
-    // whatever the range holds when the job runs, and an unmapped range fails harmlessly.
     move || {
+        // SAFETY: populating maps pages in as a write would, without writing: no bytes
+        // change, whatever the range holds when the job runs, and an unmapped range fails
+        // harmlessly.
         let _ = unsafe { advise_inside(start, end, rustix::mm::Advice::LinuxPopulateWrite) };
     }
 }

@@ -41,7 +41,9 @@ impl ChildGroup {
     pub(crate) unsafe fn fork<F: FnOnce() -> i32>(&mut self, body: F) -> io::Result<i32> {
         let parent = rustix::process::getpid();
         let pgid = self.pgid;
-        let pid = libc::fork();
+        // SAFETY: the child runs only `body` and async-signal-safe calls before `_exit`
+        // (this function's contract).
+        let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -49,10 +51,12 @@ impl ChildGroup {
             let _ = rustix::process::setpgid(None, Pid::from_raw(pgid));
             die_with(parent);
             for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-                libc::signal(sig, libc::SIG_DFL);
+                // SAFETY: resetting a disposition to the default is async-signal-safe.
+                unsafe { libc::signal(sig, libc::SIG_DFL) };
             }
             let code = body();
-            libc::_exit(code);
+            // SAFETY: _exit is async-signal-safe and ends the child at once.
+            unsafe { libc::_exit(code) };
         }
         // Also from the parent, so the group exists before we register or kill it.
         let _ = rustix::process::setpgid(
@@ -179,6 +183,7 @@ mod tests {
     #[test]
     fn failure_of_a_child_is_reported_and_others_are_reaped() {
         let mut g = ChildGroup::new();
+        // SAFETY: the bodies return a constant or pause: no allocation, lock or print.
         unsafe {
             g.fork(|| 0).unwrap();
             g.fork(|| 3).unwrap();
@@ -207,6 +212,7 @@ mod tests {
         let pid;
         {
             let mut g = ChildGroup::new();
+            // SAFETY: the body only pauses.
             pid = unsafe {
                 g.fork(|| {
                     rustix::event::pause();

@@ -71,6 +71,7 @@ fn set_fifo(prio: u32) -> Result<(), WorkerError> {
     let param = libc::sched_param {
         sched_priority: prio as i32,
     };
+    // SAFETY: `param` is a valid sched_param for the call; pid 0 is this thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
         return Err(WorkerError::Fifo {
             prio,

@@ -5,15 +5,12 @@ use super::*;
 use crate::testutil::{Builder, Std, EXIT, V};
 use std::path::PathBuf;
 
-fn fixture(name: &str) -> Option<pmlab_trace::Trace> {
+/// A trace of the repo's tests/fixtures (always there: a missing one fails the test).
+fn fixture(name: &str) -> pmlab_trace::Trace {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures")
         .join(name);
-    if !p.exists() {
-        eprintln!("skipped: {} not present", p.display());
-        return None;
-    }
-    Some(pmlab_trace::open(&p).expect("fixture decodes"))
+    pmlab_trace::open(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn cfg(policy: Policy, values: &[u64]) -> Config {
@@ -28,9 +25,7 @@ fn cfg(policy: Policy, values: &[u64]) -> Config {
 /// trace's guest_halt_poll_ns changes (values and order).
 #[test]
 fn governor_replay_reproduces_the_traces_limit_sequence() {
-    let Some(t) = fixture("haltpoll_pipe_200us.dat") else {
-        return;
-    };
+    let t = fixture("haltpoll_pipe_200us.dat");
     let input = prepare(&t, &Options::default()).unwrap();
     let got = governor_check(&input, &HaltpollParams::default());
     assert!(!input.trace_limits.is_empty());
@@ -43,9 +38,7 @@ fn governor_replay_reproduces_the_traces_limit_sequence() {
         eprintln!("CPU {cpu}: {} changes reproduced", want.len());
     }
     // The OFF trace (guest_halt_poll_ns = 0): every halt logs a shrink 0 -> 0.
-    let Some(off) = fixture("haltpoll_pipe_off.dat") else {
-        return;
-    };
+    let off = fixture("haltpoll_pipe_off.dat");
     let input = prepare(&off, &Options::default()).unwrap();
     let p0 = HaltpollParams {
         guest_halt_poll_ns: 0,
@@ -73,12 +66,10 @@ fn within(got: f64, want: f64, tol: f64) -> bool {
 /// the wakes without IPI in the 200 µs trace.
 #[test]
 fn forward_off_to_200us_matches_the_polling_trace() {
-    let (Some(off), Some(on)) = (
+    let (off, on) = (
         fixture("haltpoll_pipe_off.dat"),
         fixture("haltpoll_pipe_200us.dat"),
-    ) else {
-        return;
-    };
+    );
     let opts = Options::default();
     let w_on = crate::wakeups::analyze(&on, &opts).unwrap();
     let r = run(&off, &opts, &cfg(Policy::Haltpoll, &[200_000])).unwrap();
@@ -129,12 +120,10 @@ fn forward_off_to_200us_matches_the_polling_trace() {
 /// wakes in the OFF trace.
 #[test]
 fn reverse_200us_to_off_matches_the_off_trace() {
-    let (Some(off), Some(on)) = (
+    let (off, on) = (
         fixture("haltpoll_pipe_off.dat"),
         fixture("haltpoll_pipe_200us.dat"),
-    ) else {
-        return;
-    };
+    );
     let opts = Options::default();
     let w_off = crate::wakeups::analyze(&off, &opts).unwrap();
     let c = Config {

@@ -139,7 +139,7 @@ fn analyze_file(
     };
     let analyzed = all::analyze(&trace, opts, only, extras, hotplug_states);
     if last {
-        // The process ends after printing: skip freeing the columns (tens of ms here).
+        // The process ends after printing: skip freeing the columns (the OS frees them).
         std::mem::forget(trace);
     }
     Ok(analyzed)

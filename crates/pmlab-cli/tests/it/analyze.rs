@@ -3,7 +3,7 @@
 //! missing events, export and baseline, and real recordings of the pipe workload here.
 
 use crate::util::{
-    assert_ops_cover_spans, cpuidle_driver, fixtures, is_root, pmlab, Cpu1Online, CPU1_ONLINE,
+    assert_ops_cover_spans, cpuidle_driver, fixtures, need_root, pmlab, Cpu1Online, CPU1_ONLINE,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -77,7 +77,7 @@ fn trace_cmd_report(file: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-#[test]
+it_test!(analyze_lisa_idle_matches_independent_script);
 fn analyze_lisa_idle_matches_independent_script() {
     let f = fixture("lisa_sched_load.dat");
     let report = trace_cmd_report(&f);
@@ -119,7 +119,7 @@ fn analyze_lisa_idle_matches_independent_script() {
     }
 }
 
-#[test]
+it_test!(analyze_lisa_freq_for_every_cpu_with_cpu_frequency);
 fn analyze_lisa_freq_for_every_cpu_with_cpu_frequency() {
     let f = fixture("lisa_sched_load.dat");
     let want: std::collections::BTreeSet<u64> = trace_cmd_report(&f)
@@ -150,7 +150,7 @@ fn analyze_lisa_freq_for_every_cpu_with_cpu_frequency() {
     }
 }
 
-#[test]
+it_test!(analyze_lisa_energy_from_plat_info);
 fn analyze_lisa_energy_from_plat_info() {
     let f = fixture("lisa_sched_load.dat");
     let m = fixture("lisa_sched_load_plat_info.yml");
@@ -186,7 +186,7 @@ fn analyze_lisa_energy_from_plat_info() {
         .stdout(predicates::str::contains("Energy from the model"));
 }
 
-#[test]
+it_test!(analyze_refuses_malformed_and_non_monotonic_energy_models);
 fn analyze_refuses_malformed_and_non_monotonic_energy_models() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture("lisa_sched_load.dat");
@@ -230,7 +230,7 @@ fn analyze_refuses_malformed_and_non_monotonic_energy_models() {
         ));
 }
 
-#[test]
+it_test!(analyze_names_missing_events_and_still_runs_the_others);
 fn analyze_names_missing_events_and_still_runs_the_others() {
     // lisa_rtapp.dat: sched_switch and cpu_frequency, no cpu_idle, no IRQ or IPI events
     let f = fixture("lisa_rtapp.dat");
@@ -272,7 +272,7 @@ fn analyze_names_missing_events_and_still_runs_the_others() {
         .stderr(predicates::str::contains("no analysis \"bogus\""));
 }
 
-#[test]
+it_test!(analyze_exports_csv_and_diffs_against_a_baseline);
 fn analyze_exports_csv_and_diffs_against_a_baseline() {
     let f = fixture("lisa_sched_load.dat");
     let dir = tempfile::tempdir().unwrap();
@@ -296,6 +296,7 @@ fn analyze_exports_csv_and_diffs_against_a_baseline() {
     assert!(dir.path().join("freq_residency.csv").exists());
     // the Parquet twin, read by DuckDB: same rows and the same idle time as the CSV
     let pq = dir.path().join("idle_cpus.parquet");
+    crate::util::need_python(&["duckdb"], "scripts/setup.sh installs it");
     let out = std::process::Command::new("python3")
         .args([
             "-c",
@@ -356,7 +357,7 @@ fn analyze_exports_csv_and_diffs_against_a_baseline() {
         .stdout(predicates::str::contains("vs baseline"));
 }
 
-#[test]
+it_test!(analyze_reads_a_counters_sidecar);
 fn analyze_reads_a_counters_sidecar() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("t.dat");
@@ -450,12 +451,9 @@ fn poll_entry_share(trace: &Path) -> f64 {
 /// Enough idle exits on CPU 0 to judge shares; a machine saturated by other work has none.
 const MIN_EXITS: u64 = 200;
 
-#[test]
+it_test!(analyze_pipe_recordings_attribute_idle_exits);
 fn analyze_pipe_recordings_attribute_idle_exits() {
-    assert!(
-        is_root(),
-        "needs root (the project machine runs the tests as root)"
-    );
+    need_root("the pipe recordings (the project machine runs the tests as root)");
     let dir = tempfile::tempdir().unwrap();
     let driver = cpuidle_driver();
     // polling off
@@ -576,12 +574,9 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
     }
 }
 
-#[test]
+it_test!(analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps);
 fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
-    assert!(
-        is_root(),
-        "the hotplug recording test needs root (the project's machines run it as root)"
-    );
+    need_root("the hotplug recording (the project's machines run it as root)");
     let _back = Cpu1Online;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hotplug10.dat");
@@ -637,9 +632,9 @@ fn analyze_hotplug_recording_gives_ten_operations_each_way_with_their_steps() {
     );
 }
 
+it_test!(reading_commands_end_quietly_on_a_closed_pipe);
 /// `pmlab analyze t.dat | head -1`: reading commands end quietly when their reader goes away
 /// (killed by SIGPIPE, as `cat` is), never with a panic.
-#[test]
 fn reading_commands_end_quietly_on_a_closed_pipe() {
     use std::io::{BufRead, BufReader, Read};
     use std::os::unix::process::ExitStatusExt;

@@ -5,7 +5,7 @@ use crate::lineup::store_with_two_kernels;
 use crate::util::{pmlab, stdout_of};
 use std::process::Command;
 
-#[test]
+it_test!(bundles_of_two_hosts_read_by_duckdb_and_imported_once);
 fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("two.db");
@@ -53,9 +53,7 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
             assert_eq!(rows(&text), rows(&want), "{text}");
         }
         Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'duckdb'") => {
-            println!(
-                "skipped: the duckdb Python module is not installed (scripts/setup.sh installs it)"
-            )
+            skip_part!("the duckdb Python module is not installed (scripts/setup.sh installs it)")
         }
         other => panic!("duckdb query failed: {other:?}"),
     }
@@ -105,9 +103,9 @@ fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
     assert_eq!(list.len(), 3);
 }
 
+it_test!(fleet_report_of_two_hosts_loads_in_headless_chromium);
 /// `pmlab fleet report` over two hosts' bundles renders both side by side and loads in
 /// headless Chromium without console errors or network requests, its plot not empty.
-#[test]
 fn fleet_report_of_two_hosts_loads_in_headless_chromium() {
     use crate::study::{browse, console_lines, page_requests, plots};
     let dir = tempfile::tempdir().unwrap();

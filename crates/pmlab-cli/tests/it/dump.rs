@@ -83,7 +83,7 @@ fn check(file: &Path) -> usize {
     n
 }
 
-#[test]
+it_test!(formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7);
 fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     let tmp = tempfile::tempdir().unwrap();
@@ -95,7 +95,7 @@ fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
     }
 }
 
-#[test]
+it_test!(flags_print_what_trace_cmds_flags_print);
 fn flags_print_what_trace_cmds_flags_print() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     for name in [
@@ -120,7 +120,7 @@ fn flags_print_what_trace_cmds_flags_print() {
     assert!(1 < n && n < all, "-e selected {n} of {all} lines");
 }
 
-#[test]
+it_test!(bad_flags_fail_clearly_and_print_nothing);
 fn bad_flags_fail_clearly_and_print_nothing() {
     let f = crate::util::fixtures().join("trappy_idle.dat");
     let out = pmlab()
@@ -189,8 +189,7 @@ fn record(dir: &Path, name: &str, args: &[&str]) -> Result<PathBuf, String> {
 
 fn live(name: &str, args: &[&str]) {
     if let Some(why) = cannot_record() {
-        eprintln!("skipped: {why}");
-        return;
+        skip!("{why}");
     }
     let _m = machine();
     let tmp = tempfile::tempdir().unwrap();
@@ -198,7 +197,7 @@ fn live(name: &str, args: &[&str]) {
     check(&file);
 }
 
-#[test]
+it_test!(live_pipe_with_the_default_events);
 fn live_pipe_with_the_default_events() {
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
     live(
@@ -214,24 +213,23 @@ fn live_pipe_with_the_default_events() {
     );
 }
 
-#[test]
+it_test!(live_hotplug_cycle);
 fn live_hotplug_cycle() {
     let _cpu1 = Cpu1Online;
     let online = "/sys/devices/system/cpu/cpu1/online";
     if is_root() && !Path::new(online).exists() {
-        eprintln!("skipped: cpu1 is not hot-pluggable");
-        return;
+        skip!("cpu1 is not hot-pluggable");
     }
     let cmd = format!("echo 0 > {online}; echo 1 > {online}");
     live("hotplug.dat", &["--", "sh", "-c", &cmd]);
 }
 
-#[test]
+it_test!(live_three_seconds_idle);
 fn live_three_seconds_idle() {
     live("idle.dat", &["--duration", "3s"]);
 }
 
-#[test]
+it_test!(live_sched_waking_with_stacktrace);
 fn live_sched_waking_with_stacktrace() {
     live(
         "stack.dat",
@@ -250,8 +248,7 @@ fn live_sched_waking_with_stacktrace() {
 /// kernel refuses the function tracer with EPERM and has no function_graph).
 fn live_tracer(tracer: &str) {
     if let Some(why) = cannot_record() {
-        eprintln!("skipped: {why}");
-        return;
+        skip!("{why}");
     }
     let _m = machine();
     let tmp = tempfile::tempdir().unwrap();
@@ -271,27 +268,26 @@ fn live_tracer(tracer: &str) {
             check(&file);
         }
         Err(e) if e.contains("not available") || e.contains("Operation not permitted") => {
-            eprintln!("skipped: {tracer} tracer: {}", e.trim());
+            skip!("{tracer} tracer: {}", e.trim());
         }
         Err(e) => panic!("record --tracer {tracer}: {e}"),
     }
 }
 
-#[test]
+it_test!(live_function_tracer);
 fn live_function_tracer() {
     live_tracer("function");
 }
 
-#[test]
+it_test!(live_function_graph_tracer);
 fn live_function_graph_tracer() {
     live_tracer("function_graph");
 }
 
-#[test]
+it_test!(an_unknown_tracer_is_refused_before_anything_changes);
 fn an_unknown_tracer_is_refused_before_anything_changes() {
     if let Some(why) = cannot_record() {
-        eprintln!("skipped: {why}");
-        return;
+        skip!("{why}");
     }
     let _m = machine();
     let tmp = tempfile::tempdir().unwrap();
@@ -321,7 +317,7 @@ fn put(b: &mut [u8], off: usize, size: usize, v: u64) {
     b[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
 }
 
-#[test]
+it_test!(function_and_function_graph_lines_equal_trace_cmds);
 fn function_and_function_graph_lines_equal_trace_cmds() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     // An uncompressed little-endian v6 file: records lie in the file as decoded.

@@ -17,20 +17,15 @@ fn ansible_playbook() -> Option<PathBuf> {
     (out.status.success() && !p.is_empty()).then(|| PathBuf::from(p))
 }
 
-#[test]
+it_test!(ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles);
 fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
     let Some(playbook_cmd) = ansible_playbook() else {
-        println!(
-            "skipped: ansible-playbook is not installed (scripts/setup.sh installs ansible-core)"
-        );
-        return;
+        skip!("ansible-playbook is not installed (scripts/setup.sh installs ansible-core)");
     };
-    let (Some(a), Some(b)) = (
+    let (a, b) = (
         Sshd::start(Options::default()),
         Sshd::start(Options::default()),
-    ) else {
-        return;
-    };
+    );
     let dir = tempfile::tempdir().unwrap();
     // The targets run Ansible's modules with this python3 (a version manager's shim on PATH
     // may not resolve in an ssh session).
@@ -119,7 +114,7 @@ fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
         .output()
         .unwrap();
     if String::from_utf8_lossy(&out.stderr).contains("No module named 'duckdb'") {
-        println!("skipped (DuckDB part): the duckdb Python module is not installed");
+        skip_part!("the duckdb Python module is not installed (scripts/setup.sh installs it)");
     } else {
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{assert_ops_cover_spans, is_root, pmlab};
+use crate::util::{assert_ops_cover_spans, need_root, pmlab};
 
 const CPU1: &str = "/sys/devices/system/cpu/cpu1";
 
@@ -68,10 +68,7 @@ static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn require_machine() -> std::sync::MutexGuard<'static, ()> {
     let guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        is_root(),
-        "the hotplug tests run as root on the project's machines"
-    );
+    need_root("the hotplug tests run as root on the project's machines");
     assert!(
         Path::new(&format!("{CPU1}/online")).exists(),
         "cpu1 hotplug must be present"
@@ -103,7 +100,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-#[test]
+it_test!(cycles_under_load_print_tables_with_steps_that_sum_to_the_span);
 fn cycles_under_load_print_tables_with_steps_that_sum_to_the_span() {
     let _machine = require_machine();
     let before = machine_state();
@@ -229,7 +226,7 @@ done"#
     (down, up)
 }
 
-#[test]
+it_test!(p50s_are_within_25_percent_of_a_shell_loop_measured_alongside);
 fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
     let _machine = require_machine();
     let before = machine_state();
@@ -278,7 +275,7 @@ fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
     assert_eq!(before, machine_state());
 }
 
-#[test]
+it_test!(rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored);
 fn rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored() {
     let _machine = require_machine();
     let before = machine_state();
@@ -345,7 +342,7 @@ fn rcu_expedited_is_compared_with_a_ci_and_a_verdict_and_restored() {
     assert_eq!(before, machine_state());
 }
 
-#[test]
+it_test!(kthread_boost_runs_and_removes_its_cgroup);
 fn kthread_boost_runs_and_removes_its_cgroup() {
     let _machine = require_machine();
     let before = machine_state();
@@ -397,7 +394,7 @@ done"#
         .collect()
 }
 
-#[test]
+it_test!(inject_fail_all_walks_every_injectable_state_both_ways_and_restores);
 fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
     let _machine = require_machine();
     let before = machine_state();
@@ -497,7 +494,7 @@ fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
     assert_eq!(before, machine_state());
 }
 
-#[test]
+it_test!(refusals_change_nothing);
 fn refusals_change_nothing() {
     let _machine = require_machine();
     let before = machine_state();
@@ -549,7 +546,7 @@ fn refusals_change_nothing() {
     assert_eq!(before, machine_state());
 }
 
-#[test]
+it_test!(refuses_without_root_before_doing_anything);
 fn refuses_without_root_before_doing_anything() {
     let _machine = require_machine();
     let before = machine_state();
@@ -596,7 +593,7 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
+it_test!(sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders);
 fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
     let _machine = require_machine();
     let before = machine_state();
@@ -648,10 +645,10 @@ fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
             assert_eq!(allowed(p), ours, "loader {p}'s CPUs");
         }
     } else {
-        eprintln!("skipped the affinity check: this test runs on CPUs {ours}, not 0-1");
+        skip_part!("the affinity check: this test runs on CPUs {ours}, not 0-1");
     }
     std::thread::sleep(Duration::from_millis(700));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -662,7 +659,7 @@ fn sigint_mid_cycle_brings_the_cpu_back_and_stops_the_loaders() {
     assert_eq!(before, machine_state());
 }
 
-#[test]
+it_test!(a_shell_loop_of_50_cycles_passes_after_a_session);
 fn a_shell_loop_of_50_cycles_passes_after_a_session() {
     let _machine = require_machine();
     let out = pmlab()
@@ -701,7 +698,7 @@ done"#
     expect_clean(&machine_state());
 }
 
-#[test]
+it_test!(a_sigkilled_session_is_repaired_by_the_next_pmlab_command);
 fn a_sigkilled_session_is_repaired_by_the_next_pmlab_command() {
     let _machine = require_machine();
     let before = machine_state();

@@ -30,7 +30,7 @@ fn sys(path: &str) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_string()
 }
 
-#[test]
+it_test!(info_fake_intel_box_shows_states_pstate_rapl);
 fn info_fake_intel_box_shows_states_pstate_rapl() {
     let t = FakeTree::intel_box();
     let root = t.path().to_str().unwrap();
@@ -57,7 +57,7 @@ fn info_fake_intel_box_shows_states_pstate_rapl() {
     assert_eq!(c["hotplug_cpus"].as_array().unwrap().len(), 7);
 }
 
-#[test]
+it_test!(info_fake_without_cpuidle_says_so);
 fn info_fake_without_cpuidle_says_so() {
     let t = FakeTree::no_cpuidle();
     let root = t.path().to_str().unwrap();
@@ -69,7 +69,7 @@ fn info_fake_without_cpuidle_says_so() {
     assert_eq!(j["capabilities"]["cpuidle_driver"], Value::Null);
 }
 
-#[test]
+it_test!(info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states);
 fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
     let t = FakeTree::haltpoll_guest(true);
     t.offline(2, 1);
@@ -95,7 +95,7 @@ fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
     assert!(out.contains("free page reporting          off"), "{out}");
 }
 
-#[test]
+it_test!(info_fake_guest_with_free_page_reporting_says_what_it_changes);
 fn info_fake_guest_with_free_page_reporting_says_what_it_changes() {
     let t = FakeTree::haltpoll_guest(true);
     t.balloon(true);
@@ -109,7 +109,7 @@ fn info_fake_guest_with_free_page_reporting_says_what_it_changes() {
     assert_eq!(j["virt"]["free_page_reporting"]["order"], 9);
 }
 
-#[test]
+it_test!(info_bad_root_is_an_error);
 fn info_bad_root_is_an_error() {
     pmlab()
         .args(["info", "--root", "/nonexistent/pmlab"])
@@ -133,11 +133,10 @@ fn ensure_tracefs() {
     }
 }
 
-#[test]
+it_test!(info_real_machine_json);
 fn info_real_machine_json() {
     if !is_root() {
-        eprintln!("skipped: needs root (the project's machines run tests as root)");
-        return;
+        skip!("needs root (the project's machines run tests as root)");
     }
     ensure_tracefs();
     let j = json(&["info", "--json"]);
@@ -225,7 +224,7 @@ fn info_real_machine_json() {
     );
 }
 
-#[test]
+it_test!(info_real_machine_human_output);
 fn info_real_machine_human_output() {
     let out = text(&["info"]);
     for want in [
@@ -239,11 +238,10 @@ fn info_real_machine_human_output() {
     }
 }
 
-#[test]
+it_test!(info_as_nobody_says_needs_root_and_exits_0);
 fn info_as_nobody_says_needs_root_and_exits_0() {
     if !is_root() {
-        eprintln!("skipped: needs root to switch to nobody");
-        return;
+        skip!("needs root to switch to nobody");
     }
     ensure_tracefs();
     let bin = assert_cmd::cargo::cargo_bin("pmlab");

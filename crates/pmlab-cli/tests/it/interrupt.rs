@@ -3,7 +3,7 @@
 //! workload within 1 s, puts every knob back, and keeps the finished runs in the store.
 //! Also: a pmlab option written after the workload is named as pmlab's.
 
-use crate::util::{is_root, pmlab, Cpu1Online};
+use crate::util::{need_path, need_root, pmlab, Cpu1Online};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -17,13 +17,11 @@ fn read(path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Whether this machine can run the live interrupt tests (root, rcu_expedited).
-fn live() -> bool {
-    if !is_root() || !Path::new(RCU).exists() {
-        eprintln!("skipped: needs root and /sys/kernel/rcu_expedited");
-        return false;
-    }
-    true
+/// Skips the running test unless this machine can run the live interrupt tests (root,
+/// rcu_expedited).
+fn live() {
+    need_root("the interrupt tests hold a knob");
+    need_path(RCU, "the interrupt tests hold rcu_expedited");
 }
 
 /// Experiments in the store, as `pmlab results list --json` shows them.
@@ -74,7 +72,7 @@ fn interrupt(args: &[&str], dir: &Path, ready: impl Fn() -> bool) -> (Output, Du
     }
     // Into the next run, well before it would end by itself.
     std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let sent = Instant::now();
     let out = child.wait_with_output().unwrap();
     (out, sent.elapsed())
@@ -112,11 +110,9 @@ fn experiment_case(what: &str, args: &[&str]) {
     check_experiment(what, &out, took, &db, &rcu);
 }
 
-#[test]
+it_test!(ctrl_c_during_compare);
 fn ctrl_c_during_compare() {
-    if !live() {
-        return;
-    }
+    live();
     experiment_case(
         "compare",
         &[
@@ -132,22 +128,18 @@ fn ctrl_c_during_compare() {
     );
 }
 
-#[test]
+it_test!(ctrl_c_during_sweep);
 fn ctrl_c_during_sweep() {
-    if !live() {
-        return;
-    }
+    live();
     experiment_case(
         "sweep",
         &["sweep", "rcu.expedited=0,1", "idle", "--duration", "2s"],
     );
 }
 
-#[test]
+it_test!(ctrl_c_during_run_spec);
 fn ctrl_c_during_run_spec() {
-    if !live() {
-        return;
-    }
+    live();
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("s.toml");
     std::fs::write(
@@ -159,11 +151,9 @@ fn ctrl_c_during_run_spec() {
     experiment_case("run-spec", &["run-spec", &spec.display().to_string()]);
 }
 
-#[test]
+it_test!(ctrl_c_during_study);
 fn ctrl_c_during_study() {
-    if !live() {
-        return;
-    }
+    live();
     let rcu = read(RCU);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db");
@@ -187,12 +177,10 @@ fn ctrl_c_during_study() {
     assert!(stored_runs(&db) >= 1, "finished runs kept");
 }
 
-#[test]
+it_test!(ctrl_c_during_hotplug);
 fn ctrl_c_during_hotplug() {
-    if !live() || !Path::new(crate::util::CPU1_ONLINE).exists() {
-        eprintln!("skipped: needs a hot-pluggable cpu1");
-        return;
-    }
+    live();
+    crate::util::need_hotplug_cpu1();
     let _cpu = Cpu1Online;
     let rcu = read(RCU);
     let dir = tempfile::tempdir().unwrap();
@@ -231,7 +219,7 @@ fn ctrl_c_during_hotplug() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let sent = Instant::now();
     // The running work (cycles and loader) stops within 1 s; saving may take longer on a
     // busy disk.
@@ -255,11 +243,9 @@ fn ctrl_c_during_hotplug() {
     );
 }
 
-#[test]
+it_test!(ctrl_c_during_run_set);
 fn ctrl_c_during_run_set() {
-    if !live() {
-        return;
-    }
+    live();
     let rcu = read(RCU);
     let want = if rcu == "1" { "0" } else { "1" };
     let dir = tempfile::tempdir().unwrap();
@@ -279,7 +265,7 @@ fn ctrl_c_during_run_set() {
     assert_eq!(read(RCU), rcu);
 }
 
-#[test]
+it_test!(a_pmlab_option_after_the_workload_is_named_as_pmlabs);
 fn a_pmlab_option_after_the_workload_is_named_as_pmlabs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db");

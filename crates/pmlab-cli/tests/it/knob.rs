@@ -3,7 +3,7 @@
 //! nowhere, a second live owner refused, and hotplug fault injection rolled back.
 //! Run under `flock /tmp/pmlab-machine.lock`.
 
-use crate::util::{cpuidle_driver, is_root, pmlab};
+use crate::util::{cpuidle_driver, need_root, pmlab};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -169,12 +169,12 @@ fn start_paused(dir: &Path, assign: &[String], n: usize) -> Child {
 }
 
 fn kill(child: &Child, sig: i32) {
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    assert_eq!(crate::util::kill(child.id() as i32, sig), 0);
 }
 
-#[test]
+it_test!(knob_set_then_restore_round_trip);
 fn knob_set_then_restore_round_trip() {
-    assert!(is_root(), "the knob tests run as root on the real machine");
+    need_root("the knob tests run as root on the real machine");
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let hp = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
@@ -236,9 +236,9 @@ fn knob_set_then_restore_round_trip() {
         .stdout(predicates::str::contains("nothing to restore"));
 }
 
-#[test]
+it_test!(knob_sigkill_at_20_points_then_next_command_restores);
 fn knob_sigkill_at_20_points_then_next_command_restores() {
-    assert!(is_root());
+    need_root("the knob tests write knobs");
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let knobs = many_knobs(dir.path());
@@ -294,9 +294,9 @@ fn knob_sigkill_at_20_points_then_next_command_restores() {
     }
 }
 
-#[test]
+it_test!(knob_sigint_sigterm_sighup_restore_without_a_second_command);
 fn knob_sigint_sigterm_sighup_restore_without_a_second_command() {
-    assert!(is_root());
+    need_root("the knob tests write knobs");
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let knobs = many_knobs(dir.path());
@@ -323,9 +323,9 @@ fn knob_sigint_sigterm_sighup_restore_without_a_second_command() {
     }
 }
 
-#[test]
+it_test!(knob_bad_input_is_refused_before_any_write);
 fn knob_bad_input_is_refused_before_any_write() {
-    assert!(is_root());
+    need_root("the knob tests write knobs");
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rcu0 = sys("/sys/kernel/rcu_expedited");
@@ -381,9 +381,9 @@ fn knob_bad_input_is_refused_before_any_write() {
         .stderr(predicates::str::contains("unknown knob"));
 }
 
-#[test]
+it_test!(knob_second_live_owner_is_refused);
 fn knob_second_live_owner_is_refused() {
-    assert!(is_root());
+    need_root("the knob tests write knobs");
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let hp = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
@@ -406,9 +406,9 @@ fn knob_second_live_owner_is_refused() {
     assert_eq!(journals(dir.path()), 0);
 }
 
-#[test]
+it_test!(knob_hotplug_fault_is_rolled_back_with_the_step);
 fn knob_hotplug_fault_is_rolled_back_with_the_step() {
-    assert!(is_root());
+    need_root("the knob tests write knobs");
     let _g = serial();
     let cpu1 = "/sys/devices/system/cpu/cpu1";
     if !Path::new(&format!("{cpu1}/online")).exists() {

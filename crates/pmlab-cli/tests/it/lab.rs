@@ -30,7 +30,7 @@ fn outcome(report: &Value) -> String {
         .to_string()
 }
 
-#[test]
+it_test!(aa_honesty_with_fake_executor);
 fn aa_honesty_with_fake_executor() {
     let dir = tempfile::tempdir().unwrap();
     let mut no_change = 0;
@@ -78,7 +78,7 @@ fn aa_honesty_with_fake_executor() {
     );
 }
 
-#[test]
+it_test!(interleaving_cancels_linear_drift_but_sequential_does_not);
 fn interleaving_cancels_linear_drift_but_sequential_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let run = |order: &str| {
@@ -123,7 +123,7 @@ fn interleaving_cancels_linear_drift_but_sequential_does_not() {
     assert_eq!(sequential["workloads"][0]["rows"][1]["primary"]["n"], 20);
 }
 
-#[test]
+it_test!(hooks_and_runs_happen_in_order);
 fn hooks_and_runs_happen_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("events.log");
@@ -178,7 +178,7 @@ fn hooks_and_runs_happen_in_order() {
     );
 }
 
-#[test]
+it_test!(failed_run_is_recorded_and_the_experiment_goes_on);
 fn failed_run_is_recorded_and_the_experiment_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -218,7 +218,7 @@ fn failed_run_is_recorded_and_the_experiment_goes_on() {
     assert_eq!(v["info"]["status"], "complete");
 }
 
-#[test]
+it_test!(bad_input_is_refused_before_anything_runs);
 fn bad_input_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("pmlab.db");
@@ -338,7 +338,7 @@ fn bad_input_is_refused_before_anything_runs() {
     }
 }
 
-#[test]
+it_test!(unknown_knob_on_the_machine_is_refused_before_any_run);
 fn unknown_knob_on_the_machine_is_refused_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("pmlab.db");
@@ -364,7 +364,7 @@ fn unknown_knob_on_the_machine_is_refused_before_any_run() {
     assert!(!db.exists());
 }
 
-#[test]
+it_test!(foreign_store_file_is_refused_and_untouched);
 fn foreign_store_file_is_refused_and_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let notes = dir.path().join("notes.db");
@@ -397,7 +397,7 @@ fn foreign_store_file_is_refused_and_untouched() {
     assert_eq!(names.len(), 1, "no -wal/-shm files: {names:?}");
 }
 
-#[test]
+it_test!(two_experiments_on_one_store_at_once_both_succeed);
 fn two_experiments_on_one_store_at_once_both_succeed() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -438,7 +438,7 @@ fn two_experiments_on_one_store_at_once_both_succeed() {
     );
 }
 
-#[test]
+it_test!(sigint_keeps_the_runs_so_far_and_marks_the_experiment_incomplete);
 fn sigint_keeps_the_runs_so_far_and_marks_the_experiment_incomplete() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -458,7 +458,7 @@ fn sigint_keeps_the_runs_so_far_and_marks_the_experiment_incomplete() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(
@@ -481,7 +481,7 @@ fn sigint_keeps_the_runs_so_far_and_marks_the_experiment_incomplete() {
     assert!((3..20).contains(&runs), "{runs} runs stored");
 }
 
-#[test]
+it_test!(sweep_formats_and_knee);
 fn sweep_formats_and_knee() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -540,7 +540,7 @@ fn sweep_formats_and_knee() {
     );
 }
 
-#[test]
+it_test!(results_compare_and_export);
 fn results_compare_and_export() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -616,6 +616,7 @@ assert len(m["value"]) == n, (len(m["value"]), n)
 assert set(m["run"]) <= set(r["run"]) and all(v == v for v in m["value"])
 print("ok")
 "#;
+    crate::util::need_python(&["pyarrow"], "scripts/setup.sh installs it");
     let py = std::process::Command::new("python3")
         .args(["-c", script])
         .arg(&pq)
@@ -647,7 +648,7 @@ print("ok")
     assert!(!dir.path().join("none.db").exists());
 }
 
-#[test]
+it_test!(run_spec_battery);
 fn run_spec_battery() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("battery.toml");
@@ -709,7 +710,7 @@ run = ["messaging", "--groups", "1"]
     );
 }
 
-#[test]
+it_test!(help_has_examples);
 fn help_has_examples() {
     for cmd in ["compare", "sweep", "run-spec", "results"] {
         let out = pmlab().args([cmd, "--help"]).output().unwrap();
@@ -721,7 +722,7 @@ fn help_has_examples() {
     }
 }
 
-#[test]
+it_test!(real_compare_as_found_measures_pipe_with_counter_side_metrics);
 fn real_compare_as_found_measures_pipe_with_counter_side_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
@@ -771,9 +772,10 @@ fn real_compare_as_found_measures_pipe_with_counter_side_metrics() {
     assert!(stdout_of(&out).contains("warm-up"), "{}", stdout_of(&out));
 }
 
+it_test!(real_compare_with_trace_stores_a_trace_per_run);
 /// The machine's cpuidle driver (`none` when there is none: idle is the arch default).
-#[test]
 fn real_compare_with_trace_stores_a_trace_per_run() {
+    crate::util::need_root("recording a trace");
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
     let out = pmlab()
@@ -835,11 +837,12 @@ fn real_compare_with_trace_stores_a_trace_per_run() {
     assert_eq!(instances, 0, "a tracefs instance was left behind");
 }
 
+it_test!(real_polling_ab_verdict_within_five_rounds_or_no_driver_said);
 /// A/B power: polling 0 vs 200 µs on pipe. With a cpuidle driver that polls (haltpoll) the
 /// difference is significant within 5 rounds; without a cpuidle driver the knob does nothing
 /// and the report must say so (and must not invent a difference).
-#[test]
 fn real_polling_ab_verdict_within_five_rounds_or_no_driver_said() {
+    crate::util::need_root("setting haltpoll's poll limit");
     let dir = tempfile::tempdir().unwrap();
     let db = db_arg(dir.path());
     let out = pmlab()

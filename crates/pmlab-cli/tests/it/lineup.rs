@@ -27,7 +27,7 @@ pub fn store_with_two_kernels(db: &Path, kernel: &str) {
     }
 }
 
-#[test]
+it_test!(by_kernel_gives_the_before_after_table_with_cis);
 fn by_kernel_gives_the_before_after_table_with_cis() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("k.db");
@@ -72,7 +72,7 @@ fn by_kernel_gives_the_before_after_table_with_cis() {
     assert_eq!(json["header"]["ids"], serde_json::json!([1, 2]));
 }
 
-#[test]
+it_test!(by_host_and_refusals);
 fn by_host_and_refusals() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");

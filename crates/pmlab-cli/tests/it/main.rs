@@ -1,5 +1,12 @@
 //! The one integration-test binary: runs the real `pmlab` binary, and on a machine
 //! that has them, the real kernel interfaces (tracefs, cpuidle, haltpoll, hotplug).
+//! Its harness (tests/support/harness.rs) reports a test that cannot run here as ignored
+//! with the reason: a test is `it_test!(NAME);` above `fn NAME()`, and skips with
+//! `skip!("REASON")` or the `util::need_*` preconditions.
+
+#[macro_use]
+#[path = "../../../../tests/support/harness.rs"]
+mod harness;
 
 mod sshd;
 mod util;
@@ -8,6 +15,7 @@ mod analyze;
 mod bundle;
 mod dump;
 mod fleet;
+mod golden;
 mod hotplug;
 mod info;
 mod interrupt;
@@ -23,3 +31,10 @@ mod run;
 mod study;
 mod trace;
 mod whatif;
+
+fn main() -> std::process::ExitCode {
+    harness::main(vec![harness::source_check(
+        "harness::every_test_is_registered",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it"),
+    )])
+}

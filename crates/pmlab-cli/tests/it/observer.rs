@@ -5,15 +5,13 @@
 //! other runs gave 0.94-0.98); it fails when any target is missed. And reading is
 //! read-only: a sched feature name leaves debugfs as found.
 
-use crate::util::is_root;
+use crate::util::{need_hotplug_cpu1, need_root};
 use std::path::PathBuf;
 
-#[test]
+it_test!(pmlab_does_not_wake_the_machine_it_measures);
 fn pmlab_does_not_wake_the_machine_it_measures() {
-    if !is_root() || !std::path::Path::new("/sys/devices/system/cpu/cpu1/online").exists() {
-        eprintln!("skipped: needs root and a hot-pluggable cpu1 (covered by bench/observer)");
-        return;
-    }
+    need_root("the observer bench writes knobs and hot-plugs cpu1 (covered by bench/observer)");
+    need_hotplug_cpu1();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/observer");
     let out = std::process::Command::new("python3")
         .arg(&script)
@@ -49,15 +47,16 @@ fn pmlab_does_not_wake_the_machine_it_measures() {
     assert_eq!(sleep.len(), 5, "{stderr}");
     let spread = sleep.iter().cloned().fold(f64::MIN, f64::max)
         / sleep.iter().cloned().fold(f64::MAX, f64::min).max(1e-9);
+    // The wakeup check above held; a ratio the machine's own timers cannot resolve is not
+    // a pass of the LOC check.
     if spread > 1.5 {
-        eprintln!(
-            "skipped: the LOC ratio ({ratio:.3}): this machine's own timer rate varied {spread:.2}x \
+        skip!(
+            "the LOC ratio ({ratio:.3}): this machine's own timer rate varied {spread:.2}x \
              between sleep rounds, more than the 15% tested (bench/observer covers it)"
         );
-    } else {
-        assert!((0.85..=1.15).contains(&ratio), "LOC ratio {ratio}");
-        assert!(out.status.success(), "{stdout}");
     }
+    assert!((0.85..=1.15).contains(&ratio), "LOC ratio {ratio}");
+    assert!(out.status.success(), "{stdout}");
 }
 
 fn debugfs_mounted() -> bool {
@@ -67,11 +66,11 @@ fn debugfs_mounted() -> bool {
         .any(|l| l.split_whitespace().nth(2) == Some("debugfs"))
 }
 
-#[test]
+it_test!(reading_a_sched_feature_leaves_debugfs_as_found);
 fn reading_a_sched_feature_leaves_debugfs_as_found() {
-    if !is_root() || debugfs_mounted() {
-        eprintln!("skipped: needs root and debugfs not mounted");
-        return;
+    need_root("pmlab mounts debugfs only as root");
+    if debugfs_mounted() {
+        skip!("debugfs is already mounted: nothing to see left mounted");
     }
     // Fails under lockdown, or succeeds: either way nothing stays mounted.
     let _ = crate::util::pmlab()

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{fixtures, is_root, pmlab};
+use crate::util::{fixtures, need_root, pmlab};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -37,6 +37,10 @@ fn export_and_check(trace: &Path, extra: &[&str]) -> String {
         .arg(trace)
         .assert()
         .success();
+    crate::util::need_python(
+        &["perfetto.protos.perfetto.trace.perfetto_trace_pb2"],
+        "scripts/setup.sh installs perfetto",
+    );
     let check = Command::new("python3")
         .arg(repo().join("tests/perfetto_check.py"))
         .arg(assert_cmd::cargo::cargo_bin("pmlab"))
@@ -55,7 +59,7 @@ fn export_and_check(trace: &Path, extra: &[&str]) -> String {
     String::from_utf8_lossy(&check.stdout).trim().to_string()
 }
 
-#[test]
+it_test!(perfetto_export_of_every_fixture_decodes_and_matches);
 fn perfetto_export_of_every_fixture_decodes_and_matches() {
     let mut files: Vec<PathBuf> = Vec::new();
     for dir in [Some(fixtures()), shared_fixtures()].into_iter().flatten() {
@@ -74,16 +78,13 @@ fn perfetto_export_of_every_fixture_decodes_and_matches() {
         eprintln!("{}: {}", f.display(), export_and_check(f, &[]));
     }
     if shared_fixtures().is_none() {
-        eprintln!("skipped: the shared fixtures (haltpoll_pipe_*.dat) are not beside the repo");
+        skip_part!("the shared fixtures (haltpoll_pipe_*.dat) are not beside the repo");
     }
 }
 
-#[test]
+it_test!(perfetto_export_of_a_pipe_recording_groups_threads_and_names_the_kernel);
 fn perfetto_export_of_a_pipe_recording_groups_threads_and_names_the_kernel() {
-    assert!(
-        is_root(),
-        "recording needs root (the project's machines run tests as root)"
-    );
+    need_root("recording needs root (the project's machines run tests as root)");
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("pipe.dat");
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
@@ -104,7 +105,7 @@ fn perfetto_export_of_a_pipe_recording_groups_threads_and_names_the_kernel() {
     eprintln!("{line}");
 }
 
-#[test]
+it_test!(perfetto_export_of_bad_input_fails_and_writes_nothing);
 fn perfetto_export_of_bad_input_fails_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out.pftrace");

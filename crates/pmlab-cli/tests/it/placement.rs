@@ -54,22 +54,19 @@ impl Drop for Load {
     }
 }
 
+it_test!(readme_compare_concludes_the_same_quiet_and_under_load);
 /// README's first compare example, exactly as written, against the same with explicit
 /// two-CPU placement: quiet, then with `nice -n 10 stress-ng --cpu 1` beside it. Each says
 /// "B faster" within 10 runs a side, and the effects agree within 10 points.
-#[test]
 fn readme_compare_concludes_the_same_quiet_and_under_load() {
     if !is_root() || cpuidle_driver() != "haltpoll" {
-        eprintln!(
-            "skipped: needs root and the haltpoll cpuidle driver (this boot: {})",
+        skip!("needs root and the haltpoll cpuidle driver (this boot: {})",
             cpuidle_driver()
         );
-        return;
     }
     let cpus = online_cpus();
     if cpus.len() < 2 {
-        eprintln!("skipped: one CPU online");
-        return;
+        skip!("one CPU online");
     }
     let pinned = format!("{},{}", cpus[0], cpus[1]);
     let dir = tempfile::tempdir().unwrap();
@@ -106,14 +103,13 @@ fn readme_compare_concludes_the_same_quiet_and_under_load() {
     }
 }
 
+it_test!(an_unpinned_aa_compare_reports_its_runs_per_regime);
 /// An A/A compare under the scheduler's placement: its runs are reported per regime, each
 /// row's regimes add up to its runs, and where both regimes occur no verdict is made across
 /// them.
-#[test]
 fn an_unpinned_aa_compare_reports_its_runs_per_regime() {
     if online_cpus().len() < 2 {
-        eprintln!("skipped: one CPU online (a single regime)");
-        return;
+        skip!("one CPU online (a single regime)");
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("aa.db").to_string_lossy().into_owned();
@@ -176,9 +172,9 @@ fn an_unpinned_aa_compare_reports_its_runs_per_regime() {
     }
 }
 
+it_test!(contradicting_placements_are_refused);
 /// Placement words that contradict each other, and a settle that is no duration, are refused
 /// before anything runs.
-#[test]
 fn contradicting_placements_are_refused() {
     for args in [
         vec!["run", "--settle", "soon", "idle"],

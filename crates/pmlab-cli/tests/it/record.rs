@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::trace::{assert_dump_matches_trace_cmd, convert_v7, trace_cmd_report};
-use crate::util::{is_root, pmlab, Cpu1Online, CPU1_ONLINE};
+use crate::util::{need_root, pmlab, Cpu1Online, CPU1_ONLINE};
 
 /// The recording tests share the machine's tracefs and CPUs: one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -33,10 +33,7 @@ fn tracefs_mount() -> Option<PathBuf> {
 
 /// tracefs, mounted by pmlab itself when it is not mounted yet.
 fn tracefs() -> PathBuf {
-    assert!(
-        is_root(),
-        "the recording tests need root (the project's machines run them as root)"
-    );
+    need_root("the recording tests need root (the project's machines run them as root)");
     if let Some(p) = tracefs_mount() {
         return p;
     }
@@ -191,7 +188,7 @@ fn check_file(file: &Path) -> usize {
     n
 }
 
-#[test]
+it_test!(pipe_with_polling_on_loses_nothing_and_matches_trace_cmd);
 fn pipe_with_polling_on_loses_nothing_and_matches_trace_cmd() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -228,7 +225,7 @@ fn pipe_with_polling_on_loses_nothing_and_matches_trace_cmd() {
     assert_eq!(n as u64, events);
 }
 
-#[test]
+it_test!(hotplug_cycles_under_load_and_the_named_events);
 fn hotplug_cycles_under_load_and_the_named_events() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -306,7 +303,7 @@ fn hotplug_cycles_under_load_and_the_named_events() {
     }
 }
 
-#[test]
+it_test!(three_seconds_of_idle_without_a_command);
 fn three_seconds_of_idle_without_a_command() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -330,7 +327,7 @@ fn three_seconds_of_idle_without_a_command() {
     check_file(&file);
 }
 
-#[test]
+it_test!(events_filters_and_buffer_size_apply_to_the_private_instance);
 fn events_filters_and_buffer_size_apply_to_the_private_instance() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -462,7 +459,7 @@ fn start_record(file: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
-#[test]
+it_test!(instance_is_removed_after_sigint_sigterm_and_sigkill);
 fn instance_is_removed_after_sigint_sigterm_and_sigkill() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -477,7 +474,7 @@ fn instance_is_removed_after_sigint_sigterm_and_sigkill() {
         let file = tmp.path().join(format!("sig{sig}.dat"));
         let mut child = start_record(&file, &extra);
         let inst = wait_for_instance(&t, child.id());
-        unsafe { libc::kill(child.id() as i32, sig) };
+        crate::util::kill(child.id() as i32, sig);
         let t0 = Instant::now();
         let out = loop {
             if let Some(st) = child.try_wait().unwrap() {
@@ -514,7 +511,7 @@ fn instance_is_removed_after_sigint_sigterm_and_sigkill() {
     let file = tmp.path().join("killed.dat");
     let mut child = start_record(&file, &["--duration", "60s"]);
     let inst = wait_for_instance(&t, child.id());
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    crate::util::kill(child.id() as i32, libc::SIGKILL);
     child.wait().unwrap();
     assert!(
         inst.exists(),
@@ -581,7 +578,7 @@ impl Drop for BlockOption {
     }
 }
 
-#[test]
+it_test!(a_global_block_option_does_not_make_the_readers_spin);
 fn a_global_block_option_does_not_make_the_readers_spin() {
     let _m = machine();
     let untouched = Untouched::new();
@@ -589,8 +586,7 @@ fn a_global_block_option_does_not_make_the_readers_spin() {
     // With `block` on, poll on trace_pipe_raw always says readable: a reader that trusted it
     // would wake without end. The recorder turns it off in its own instance.
     let Some(_block) = BlockOption::set(&t, true) else {
-        eprintln!("skipped: this kernel has no `block` trace option");
-        return;
+        skip!("this kernel has no `block` trace option");
     };
     let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))

@@ -59,20 +59,16 @@ fn steady(v: &mut serde_json::Value) {
     }
 }
 
-#[test]
+it_test!(sshd_listens_on_loopback_only);
 fn sshd_listens_on_loopback_only() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     // 127.0.0.1 in /proc/net/tcp's little-endian hex; nothing on tcp6 or 0.0.0.0.
     assert_eq!(listeners(sshd.port), vec!["0100007F".to_string()]);
 }
 
-#[test]
+it_test!(info_json_equals_local_and_the_binary_is_reused);
 fn info_json_equals_local_and_the_binary_is_reused() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let remote = stdout_of(sshd.pmlab().args(["info", "--json"]));
     let pushed = sshd.pushed();
     assert_eq!(pushed.len(), 1, "{pushed:?}");
@@ -119,14 +115,11 @@ impl Drop for RestoreOnDrop<'_> {
     }
 }
 
-#[test]
+it_test!(knob_set_then_restore_round_trips_on_the_target);
 fn knob_set_then_restore_round_trips_on_the_target() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let Ok(before) = std::fs::read_to_string(POLL_NS) else {
-        println!("skipped: no {POLL_NS} here");
-        return;
+        skip!("no {POLL_NS} here");
     };
     let _guard = RestoreOnDrop(&sshd.state_dir);
     let want = if before.trim() == "123000" {
@@ -153,7 +146,7 @@ fn knob_set_then_restore_round_trips_on_the_target() {
     assert_eq!(std::fs::read_to_string(POLL_NS).unwrap(), before);
 }
 
-#[test]
+it_test!(unknown_host_and_refused_connection_are_refused_clearly);
 fn unknown_host_and_refused_connection_are_refused_clearly() {
     refused(
         pmlab().args(["-H", "nosuch.invalid", "info"]),
@@ -179,11 +172,9 @@ fn unknown_host_and_refused_connection_are_refused_clearly() {
     );
 }
 
-#[test]
+it_test!(a_key_not_accepted_is_refused_without_a_prompt);
 fn a_key_not_accepted_is_refused_without_a_prompt() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let other = sshd.dir.path().join("other_key");
     let ok = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -232,14 +223,11 @@ impl Drop for TestUser {
     }
 }
 
-#[test]
+it_test!(a_user_without_root_or_passwordless_sudo_is_refused);
 fn a_user_without_root_or_passwordless_sudo_is_refused() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let Some(user) = TestUser::create("pmlabnoroot") else {
-        println!("skipped: useradd failed");
-        return;
+        skip!("useradd failed");
     };
     let err = refused(
         sshd.pmlab_as(user.0).arg("info"),
@@ -249,18 +237,16 @@ fn a_user_without_root_or_passwordless_sudo_is_refused() {
     assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
 }
 
-#[test]
+it_test!(a_target_of_another_architecture_is_refused_before_pushing);
 fn a_target_of_another_architecture_is_refused_before_pushing() {
     // The target's `uname -m` says aarch64 (a fake first on the sessions' PATH).
     let fake = tempfile::tempdir().unwrap();
     let uname = fake.path().join("uname");
     std::fs::write(&uname, "#!/bin/sh\necho aarch64\n").unwrap();
     std::fs::set_permissions(&uname, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let Some(sshd) = Sshd::start(Options {
+    let sshd = Sshd::start(Options {
         path_first: Some(fake.path().to_path_buf()),
-    }) else {
-        return;
-    };
+    });
     let local =
         String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout).unwrap();
     refused(
@@ -273,11 +259,9 @@ fn a_target_of_another_architecture_is_refused_before_pushing() {
     assert!(sshd.pushed().is_empty(), "{:?}", sshd.pushed());
 }
 
-#[test]
+it_test!(run_on_the_target_reports_the_same_metrics_as_here);
 fn run_on_the_target_reports_the_same_metrics_as_here() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let names = |out: &str| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_str(out).unwrap();
         let mut n: Vec<String> = v["metrics"]
@@ -300,12 +284,11 @@ const RCU: &str = "/sys/kernel/rcu_expedited";
 /// Start `-H ... compare` with both configurations at rcu.expedited=FLIPPED on 60 s idle
 /// runs (in its own process group) and return once the knob reads flipped on the target;
 /// (child, value found).
-fn remote_compare_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, String)> {
+fn remote_compare_holding_rcu(sshd: &Sshd) -> (std::process::Child, String) {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
     let Ok(before) = std::fs::read_to_string(RCU) else {
-        println!("skipped: no {RCU} here");
-        return None;
+        skip!("no {RCU} here");
     };
     let flipped = if before.trim() == "0" { "1" } else { "0" };
     let child = sshd
@@ -326,28 +309,20 @@ fn remote_compare_holding_rcu(sshd: &Sshd) -> Option<(std::process::Child, Strin
         assert!(t0.elapsed() < Duration::from_secs(20), "knob never set");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Some((child, before))
+    (child, before)
 }
 
+it_test!(lost_connection_restores_the_targets_knobs_by_itself);
 /// The connection drops (the local pmlab and its ssh client are SIGKILLed) while a remote
 /// run holds a knob: the remote pmlab reads EOF, stops as on SIGHUP and restores the knob
 /// with no further command.
-#[test]
 fn lost_connection_restores_the_targets_knobs_by_itself() {
     use std::time::{Duration, Instant};
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let _guard = RestoreOnDrop(&sshd.state_dir);
-    let Some((mut local, before)) = remote_compare_holding_rcu(&sshd) else {
-        return;
-    };
+    let (mut local, before) = remote_compare_holding_rcu(&sshd);
     // The local pmlab and its ssh client: the whole process group.
-    // SAFETY: a plain signal to the group the test started.
-    assert_eq!(
-        unsafe { libc::kill(-(local.id() as i32), libc::SIGKILL) },
-        0
-    );
+    assert_eq!(crate::util::kill(-(local.id() as i32), libc::SIGKILL), 0);
     let _ = local.wait();
     let t1 = Instant::now();
     while std::fs::read_to_string(RCU).unwrap() != before {
@@ -363,17 +338,13 @@ fn lost_connection_restores_the_targets_knobs_by_itself() {
     );
 }
 
+it_test!(next_command_repairs_a_killed_remote_pmlabs_journal);
 /// The remote pmlab is SIGKILLed while it holds a knob: nothing can restore it then, and the
 /// next `-H` command (even `info`) restores the dead process's journal first and says so.
-#[test]
 fn next_command_repairs_a_killed_remote_pmlabs_journal() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let _guard = RestoreOnDrop(&sshd.state_dir);
-    let Some((mut local, before)) = remote_compare_holding_rcu(&sshd) else {
-        return;
-    };
+    let (mut local, before) = remote_compare_holding_rcu(&sshd);
     let flipped = std::fs::read_to_string(RCU).unwrap();
     // The pmlab running from the target's push directory.
     let remote: Vec<i32> = std::fs::read_dir("/proc")
@@ -386,8 +357,7 @@ fn next_command_repairs_a_killed_remote_pmlabs_journal() {
         })
         .collect();
     assert_eq!(remote.len(), 1, "one remote pmlab: {remote:?}");
-    // SAFETY: a plain signal to the process found above.
-    assert_eq!(unsafe { libc::kill(remote[0], libc::SIGKILL) }, 0);
+    assert_eq!(crate::util::kill(remote[0], libc::SIGKILL), 0);
     let _ = local.wait();
     assert_eq!(std::fs::read_to_string(RCU).unwrap(), flipped, "left set");
     let out = sshd.pmlab().args(["info", "--json"]).output().unwrap();
@@ -408,13 +378,11 @@ fn stored(db: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&out).unwrap()
 }
 
+it_test!(compare_on_the_target_stores_its_runs_and_traces_here);
 /// `-H ... compare --trace` stores its runs in the local store, with the target's identity
 /// and its traces beside the local store; a second experiment lands beside the first.
-#[test]
 fn compare_on_the_target_stores_its_runs_and_traces_here() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("local.db");
     let args = |c: &mut assert_cmd::Command| {
@@ -487,17 +455,12 @@ fn compare_on_the_target_stores_its_runs_and_traces_here() {
     stdout_of(pmlab().arg("analyze").arg(traces[0]));
 }
 
+it_test!(record_on_the_target_brings_the_trace_back);
 /// `-H ... record` brings the trace back to -o; it reads the same with `pmlab dump` as with
 /// `trace-cmd report` (the target is this machine, so its trace-cmd is the target's).
-#[test]
 fn record_on_the_target_brings_the_trace_back() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
-    if Command::new("trace-cmd").arg("--version").output().is_err() {
-        println!("skipped: trace-cmd is not installed");
-        return;
-    }
+    let sshd = Sshd::start(Options::default());
+    crate::util::need_program("trace-cmd", "scripts/setup.sh installs it");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("remote.dat");
     let out = sshd
@@ -516,13 +479,11 @@ fn record_on_the_target_brings_the_trace_back() {
     assert!(n > 0);
 }
 
+it_test!(run_spec_on_the_target_takes_the_local_spec);
 /// `-H ... run-spec FILE`: the local spec file goes to the target; a missing one is refused
 /// before anything runs there.
-#[test]
 fn run_spec_on_the_target_takes_the_local_spec() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("s.toml");
     std::fs::write(
@@ -554,17 +515,14 @@ fn run_spec_on_the_target_takes_the_local_spec() {
     assert_eq!(stored(&db).len(), 1);
 }
 
+it_test!(study_and_hotplug_on_the_target_come_back_here);
 /// `-H ... study --out DIR` and `-H ... hotplug`: the study's report directory lands at the
 /// local --out and both commands' experiments in the local store, the CPU back online.
-#[test]
 fn study_and_hotplug_on_the_target_come_back_here() {
-    let Some(sshd) = Sshd::start(Options::default()) else {
-        return;
-    };
+    let sshd = Sshd::start(Options::default());
     let online = "/sys/devices/system/cpu/cpu1/online";
     if !Path::new(online).exists() {
-        println!("skipped: cpu1 is not hot-pluggable here");
-        return;
+        skip!("cpu1 is not hot-pluggable here");
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");

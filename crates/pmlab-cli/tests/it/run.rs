@@ -2,9 +2,8 @@
 //! against what the kernel must do (IPIs per wakeup, POLL time, idle residency), pmlab's
 //! own wakeups while idle, bad input, Ctrl-C, and no stray processes afterwards.
 
-use crate::util::{cpuidle_driver, is_root, online_cpus, pmlab};
+use crate::util::{cpuidle_driver, is_root, need_path, need_root, online_cpus, pmlab};
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -288,12 +287,10 @@ fn no_driver_ipis_unchanged_and_said(loops: u64) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
+it_test!(pipe_cal_per_op_is_one_without_polling_and_halves_with_polling);
 fn pipe_cal_per_op_is_one_without_polling_and_halves_with_polling() {
-    assert!(
-        is_root() && Path::new(HALTPOLL_NS).exists(),
-        "needs root and haltpoll (the project machine has both)"
-    );
+    need_root("the test sets haltpoll's poll limit");
+    need_path(HALTPOLL_NS, "the test sets haltpoll's poll limit");
     let before = std::fs::read_to_string(HALTPOLL_NS).unwrap();
     let driver = cpuidle_driver();
     let mut failures = Vec::new();
@@ -343,7 +340,7 @@ fn wakeups_of(pid: u32) -> u64 {
     total
 }
 
-#[test]
+it_test!(idle_run_leaves_cpus_idle_and_pmlab_does_not_wake_them);
 fn idle_run_leaves_cpus_idle_and_pmlab_does_not_wake_them() {
     let cpus = online_cpus();
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
@@ -394,7 +391,7 @@ fn idle_run_leaves_cpus_idle_and_pmlab_does_not_wake_them() {
     panic!("idle residency never above 95 % on every CPU; (idle %, busy % from /proc/stat) per CPU per attempt: {attempts:?}");
 }
 
-#[test]
+it_test!(wakeup_reports_percentiles_histogram_and_leaves_dma_latency_alone);
 fn wakeup_reports_percentiles_histogram_and_leaves_dma_latency_alone() {
     let cpus = online_cpus();
     let j = run_json(&["wakeup", "--interval", "500us", "--loops", "400"]);
@@ -417,7 +414,8 @@ fn wakeup_reports_percentiles_histogram_and_leaves_dma_latency_alone() {
         .sum::<u64>()
         + j["histogram"]["overflow"].as_u64().unwrap();
     assert_eq!(hist, 400 * cpus.len() as u64);
-    // Only --dma-latency opens /dev/cpu_dma_latency.
+    // Only --dma-latency opens /dev/cpu_dma_latency (root's alone).
+    need_root("the --dma-latency part opens /dev/cpu_dma_latency");
     for (args, expect_open) in [(vec![], false), (vec!["--dma-latency", "1000"], true)] {
         let bin = assert_cmd::cargo::cargo_bin("pmlab");
         let m = mark();
@@ -446,7 +444,7 @@ fn wakeup_reports_percentiles_histogram_and_leaves_dma_latency_alone() {
     }
 }
 
-#[test]
+it_test!(every_workload_mode_runs_and_reports_its_primary_first);
 fn every_workload_mode_runs_and_reports_its_primary_first() {
     let cases: &[(&[&str], &str)] = &[
         (&["pipe", "--loops", "2000"], "us_per_op"),
@@ -495,7 +493,7 @@ fn every_workload_mode_runs_and_reports_its_primary_first() {
     }
 }
 
-#[test]
+it_test!(human_output_has_primary_line_and_side_table);
 fn human_output_has_primary_line_and_side_table() {
     let out = pmlab()
         .args(["run", "pipe", "--loops", "1000"])
@@ -515,7 +513,7 @@ fn human_output_has_primary_line_and_side_table() {
     );
 }
 
-#[test]
+it_test!(cmd_metric_from_output_and_invoking_user);
 fn cmd_metric_from_output_and_invoking_user() {
     let j = run_json(&[
         "cmd",
@@ -531,7 +529,7 @@ fn cmd_metric_from_output_and_invoking_user() {
     assert_eq!(metric(&j, "metrics", "ops"), 123.5);
     assert_eq!(j["metrics"][0]["direction"], "higher");
     if !is_root() {
-        return;
+        skip!("needs root: the rest checks which user runs the command");
     }
     let uid_of = |extra: &[&str]| {
         let m = mark();
@@ -565,7 +563,7 @@ fn cmd_metric_from_output_and_invoking_user() {
     assert_eq!(uid_of(&["--as-root"]), 0.0, "--as-root keeps root");
 }
 
-#[test]
+it_test!(bad_input_gives_clear_errors);
 fn bad_input_gives_clear_errors() {
     let cases: &[(&[&str], &str)] = &[
         (&["nap"], "unrecognized subcommand 'nap'"),
@@ -612,7 +610,7 @@ fn bad_input_gives_clear_errors() {
     }
 }
 
-#[test]
+it_test!(failing_or_missing_command_reports_status_and_stderr_tail);
 fn failing_or_missing_command_reports_status_and_stderr_tail() {
     let err = run_fails(&[
         "cmd",
@@ -633,7 +631,7 @@ fn failing_or_missing_command_reports_status_and_stderr_tail() {
     assert!(err.contains("killed by signal 9"), "{err}");
 }
 
-#[test]
+it_test!(regex_that_does_not_match_shows_the_regex_and_output_tail);
 fn regex_that_does_not_match_shows_the_regex_and_output_tail() {
     let err = run_fails(&[
         "cmd",
@@ -649,9 +647,9 @@ fn regex_that_does_not_match_shows_the_regex_and_output_tail() {
     );
 }
 
-#[test]
+it_test!(set_applies_knobs_for_the_run_and_restores_them);
 fn set_applies_knobs_for_the_run_and_restores_them() {
-    assert!(is_root());
+    need_root("this test writes knobs");
     let dir = tempfile::tempdir().unwrap();
     let before = std::fs::read_to_string(HALTPOLL_NS).unwrap();
     let out = pmlab()
@@ -721,9 +719,9 @@ fn set_applies_knobs_for_the_run_and_restores_them() {
     );
 }
 
-#[test]
+it_test!(set_is_restored_on_ctrl_c);
 fn set_is_restored_on_ctrl_c() {
-    assert!(is_root());
+    need_root("this test writes knobs");
     let dir = tempfile::tempdir().unwrap();
     let before = std::fs::read_to_string(HALTPOLL_NS).unwrap();
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
@@ -749,7 +747,7 @@ fn set_is_restored_on_ctrl_c() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let status = child.wait().unwrap();
     assert!(!status.success());
     assert_eq!(std::fs::read_to_string(HALTPOLL_NS).unwrap(), before);
@@ -762,7 +760,7 @@ fn children_of(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
+it_test!(ctrl_c_kills_the_workers_of_every_workload);
 fn ctrl_c_kills_the_workers_of_every_workload() {
     let bin = assert_cmd::cargo::cargo_bin("pmlab");
     let cases: &[(&[&str], usize)] = &[
@@ -797,7 +795,7 @@ fn ctrl_c_kills_the_workers_of_every_workload() {
             children_of(pid) >= *children,
             "{args:?}: workers never started"
         );
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        crate::util::kill(pid as i32, libc::SIGINT);
         let out = child.wait_with_output().unwrap();
         assert!(
             !out.status.success(),
@@ -826,16 +824,15 @@ impl Drop for ParamGuard {
     }
 }
 
+it_test!(haltpoll_windows_restart_when_pmlab_sets_the_limit);
 /// haltpoll's per-CPU windows change only when a CPU halts, so a CPU whose polls keep
 /// catching their wakeups goes on polling after `guest_halt_poll_ns=0`. Written directly,
 /// the limit leaves the old windows; set through pmlab, it restarts them.
-#[test]
 fn haltpoll_windows_restart_when_pmlab_sets_the_limit() {
     let governor = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_governor")
         .unwrap_or_default();
     if !is_root() || cpuidle_driver() != "haltpoll" || governor.trim() != "haltpoll" {
-        eprintln!("skipped: needs root and the haltpoll cpuidle driver and governor (pmlab-kernel's haltpoll unit tests cover the switch on a fake tree)");
-        return;
+        skip!("needs root and the haltpoll cpuidle driver and governor (pmlab-kernel's haltpoll unit tests cover the switch on a fake tree)");
     }
     // Windows that never shrink keep the stale window for certain, not only sometimes.
     let _shrink = ParamGuard::set(

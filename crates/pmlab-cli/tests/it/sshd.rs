@@ -51,16 +51,10 @@ fn free_port() -> u16 {
 }
 
 impl Sshd {
-    /// Start one, or say why not (`skipped: ...`) and return None.
-    pub fn start(opts: Options) -> Option<Sshd> {
-        if !crate::util::is_root() {
-            println!("skipped: the remote tests run sshd and pmlab as root");
-            return None;
-        }
-        if !Path::new(SSHD).exists() {
-            println!("skipped: {SSHD} missing (scripts/setup.sh installs openssh-server)");
-            return None;
-        }
+    /// Start one, or skip the running test with the reason.
+    pub fn start(opts: Options) -> Sshd {
+        crate::util::need_root("the remote tests run sshd and pmlab as root");
+        crate::util::need_path(SSHD, "scripts/setup.sh installs openssh-server");
         let dir = tempfile::Builder::new()
             .prefix("pmlab-sshd")
             .tempdir()
@@ -146,7 +140,7 @@ impl Sshd {
                 ),
             )
             .unwrap();
-            return Some(Sshd {
+            return Sshd {
                 key: d.join("user_key"),
                 dir,
                 child,
@@ -154,7 +148,7 @@ impl Sshd {
                 client_config,
                 state_dir,
                 remote_tmp,
-            });
+            };
         }
         panic!("no free port for sshd after 5 attempts");
     }

@@ -154,6 +154,8 @@ fn haltpoll_tree(root: &Path) {
 
 /// The simulated study on a fake haltpoll guest, run once and shared.
 fn sim() -> &'static Ran {
+    // The study plans its knob stages from the effective uid, under --simulate too.
+    crate::util::need_root("the simulated study plans its knob stages only as root");
     static SIM: OnceLock<Ran> = OnceLock::new();
     SIM.get_or_init(|| {
         let dir = tempdir();
@@ -173,11 +175,10 @@ fn stage<'a>(json: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no stage {name} in {json}"))
 }
 
-#[test]
+it_test!(quick_study_on_this_machine_adapts_and_leaves_it_as_found);
 fn quick_study_on_this_machine_adapts_and_leaves_it_as_found() {
     if !is_root() {
-        eprintln!("skipped: the real study needs root (the project's machines run tests as root)");
-        return;
+        skip!("the real study needs root (the project's machines run tests as root)");
     }
     let (ran, before, after) = real();
     assert!(ran.seconds < 90.0, "quick study took {:.1} s", ran.seconds);
@@ -262,7 +263,7 @@ fn quick_study_on_this_machine_adapts_and_leaves_it_as_found() {
     assert!(data.join("summary.json").exists());
 }
 
-#[test]
+it_test!(simulated_summary_states_knee_and_cost_recomputed_from_the_store);
 fn simulated_summary_states_knee_and_cost_recomputed_from_the_store() {
     let ran = sim();
     let f = ran.json["findings"].as_array().unwrap();
@@ -324,7 +325,7 @@ fn simulated_summary_states_knee_and_cost_recomputed_from_the_store() {
     assert!(html.contains(text.split(" (").next().unwrap()));
 }
 
-#[test]
+it_test!(partial_machine_nonroot_skips_stages_with_reasons_and_still_reports);
 fn partial_machine_nonroot_skips_stages_with_reasons_and_still_reports() {
     let dir = tempdir();
     let root = dir.join("root");
@@ -388,7 +389,7 @@ fn partial_machine_nonroot_skips_stages_with_reasons_and_still_reports() {
     assert!(html.contains("<svg"));
 }
 
-#[test]
+it_test!(report_command_html_compare_mail_markdown);
 fn report_command_html_compare_mail_markdown() {
     let ran = sim();
     let t = Instant::now();
@@ -449,11 +450,10 @@ fn report_command_html_compare_mail_markdown() {
         .stderr(predicates::str::contains("pmlab: error: no such study"));
 }
 
-#[test]
+it_test!(study_sigint_restores_the_machine_and_keeps_what_was_done);
 fn study_sigint_restores_the_machine_and_keeps_what_was_done() {
     if !is_root() || !Path::new("/sys/devices/system/cpu/cpu1/online").exists() {
-        eprintln!("skipped: needs root and a hot-pluggable cpu1");
-        return;
+        skip!("needs root and a hot-pluggable cpu1");
     }
     real(); // never overlap the shared study
     let _m = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -479,7 +479,7 @@ fn study_sigint_restores_the_machine_and_keeps_what_was_done() {
         .unwrap();
     // Idle takes ~4 s; interrupt during the hotplug cycles.
     std::thread::sleep(Duration::from_millis(4600));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -502,7 +502,7 @@ fn chromium() -> PathBuf {
             }
         }
     }
-    panic!("no chromium: run scripts/setup.sh (installs Debian's chromium)");
+    skip!("no chromium (scripts/setup.sh installs Debian's chromium)");
 }
 
 /// Headless Chromium on `page` with every HTTP(S) request sent to a local proxy we watch.
@@ -680,7 +680,7 @@ pub(crate) fn plots(dom: &str) -> Vec<(String, usize)> {
         .collect()
 }
 
-#[test]
+it_test!(reports_load_in_headless_chromium_without_errors_or_network);
 fn reports_load_in_headless_chromium_without_errors_or_network() {
     // Control: the method sees a console error and a network request when a page makes them.
     let dir = tempdir();

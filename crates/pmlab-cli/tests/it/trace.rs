@@ -106,9 +106,9 @@ pub fn convert_v7(file: &Path, compression: &str, out: &Path) -> Option<PathBuf>
     (st.status.success() && out.exists()).then(|| out.to_path_buf())
 }
 
+it_test!(dump_matches_trace_cmd_on_every_fixture_v6_and_v7);
 /// Every stored v6 fixture, and its v7 conversions (zstd; zlib and none when this
 /// trace-cmd supports them), dump exactly as trace-cmd reports them.
-#[test]
 fn dump_matches_trace_cmd_on_every_fixture_v6_and_v7() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     let tmp = tempfile::tempdir().unwrap();
@@ -153,9 +153,9 @@ fn info_json(file: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+it_test!(trace_info_counts_events_cpus_and_span);
 /// `pmlab trace info` counts every event by name as `trace-cmd report` does (the fixtures
 /// README's per-event counts miss 9 events of a task whose name has spaces).
-#[test]
 fn trace_info_counts_events_cpus_and_span() {
     let f = fixtures().join("lisa_sched_load.dat");
     let j = info_json(&f);
@@ -209,10 +209,10 @@ fn trace_info_counts_events_cpus_and_span() {
     }
 }
 
+it_test!(dump_json_is_one_typed_object_per_event);
 /// `pmlab dump --json` prints one object per event, typed as the Python tables: numbers as
 /// numbers (by size and sign), char arrays as strings; every field of the format is there.
 /// (crates/pmlab-py/tests/test_dump_json.py checks every value against the tables.)
-#[test]
 fn dump_json_is_one_typed_object_per_event() {
     let f = fixtures().join("trappy_idle.dat");
     let out = pmlab().args(["dump", "--json"]).arg(&f).output().unwrap();
@@ -237,9 +237,9 @@ fn dump_json_is_one_typed_object_per_event() {
     assert!(switches > 0);
 }
 
+it_test!(unknown_names_from_the_cli_are_short_and_suggest);
 /// An unknown name from the CLI lists what exists, close matches first, in under 2 KB, and
 /// writes nothing.
-#[test]
 fn unknown_names_from_the_cli_are_short_and_suggest() {
     let f = fixtures().join("haltpoll_pipe_off.dat");
     let tmp = tempfile::tempdir().unwrap();
@@ -273,9 +273,9 @@ fn unknown_names_from_the_cli_are_short_and_suggest() {
     assert!(!dir.exists(), "nothing written");
 }
 
+it_test!(ftrace_text_reads_into_the_same_event_counts);
 /// ftrace text (`trace-cmd report` output) reads into the same columns: the same
 /// events per name as the trace.dat it came from.
-#[test]
 fn ftrace_text_reads_into_the_same_event_counts() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["lisa_sched_load.dat", "trappy_idle.dat"] {
@@ -346,7 +346,7 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
-#[test]
+it_test!(bad_input_gives_a_clear_error_and_no_panic);
 fn bad_input_gives_a_clear_error_and_no_panic() {
     let tmp = tempfile::tempdir().unwrap();
     let p = |n: &str| tmp.path().join(n);

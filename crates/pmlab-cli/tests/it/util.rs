@@ -29,9 +29,31 @@ pub fn stdout_of(c: &mut assert_cmd::Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// True when running as root (the project's machines always are).
-pub fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
+/// The harness's preconditions: each skips the running test, with the reason, when unmet.
+pub use crate::harness::{is_root, need_path, need_program, need_python, need_root};
+
+/// Skips the running test unless cpu1 can be hot-plugged here (its `online` file exists).
+pub fn need_hotplug_cpu1() {
+    need_path(CPU1_ONLINE, "cpu1 is not hot-pluggable here");
+}
+
+/// `kill(pid, sig)` (a negative pid: its process group); 0 on success, as kill(2) returns.
+pub fn kill(pid: i32, sig: i32) -> i32 {
+    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+    let sig = Signal::from_named_raw(sig).expect("a named signal");
+    let Some(target) = Pid::from_raw(pid.abs()) else {
+        return -1;
+    };
+    let r = if pid < 0 {
+        kill_process_group(target, sig)
+    } else {
+        kill_process(target, sig)
+    };
+    if r.is_ok() {
+        0
+    } else {
+        -1
+    }
 }
 
 pub const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";

@@ -8,7 +8,7 @@ fn off() -> std::path::PathBuf {
     fixtures().join("haltpoll_pipe_off.dat")
 }
 
-#[test]
+it_test!(whatif_json_on_the_off_fixture_predicts_caught_wakes_and_bounds);
 fn whatif_json_on_the_off_fixture_predicts_caught_wakes_and_bounds() {
     let out = pmlab()
         .args(["whatif", "--json", "--values", "0,50us,200us"])
@@ -38,7 +38,7 @@ fn whatif_json_on_the_off_fixture_predicts_caught_wakes_and_bounds() {
     assert!(notes.contains("a default"), "defaults named: {notes}");
 }
 
-#[test]
+it_test!(whatif_formats_table_markdown_mail_csv);
 fn whatif_formats_table_markdown_mail_csv() {
     for (fmt, needle) in [
         ("table", "knee"),
@@ -63,7 +63,7 @@ fn whatif_formats_table_markdown_mail_csv() {
     }
 }
 
-#[test]
+it_test!(whatif_reverse_on_the_polling_fixture);
 fn whatif_reverse_on_the_polling_fixture() {
     pmlab()
         .args(["whatif", "--reverse"])
@@ -73,7 +73,7 @@ fn whatif_reverse_on_the_polling_fixture() {
         .stdout(predicate::str::contains("predicted_ipi_wakes"));
 }
 
-#[test]
+it_test!(whatif_refuses_negative_and_unparsable_values_before_reading_the_trace);
 fn whatif_refuses_negative_and_unparsable_values_before_reading_the_trace() {
     // the trace does not exist: the value error must come first
     for bad in ["-5us", "abc", "10parsecs"] {
@@ -96,7 +96,7 @@ fn whatif_refuses_negative_and_unparsable_values_before_reading_the_trace() {
         .stderr(predicate::str::contains("--format"));
 }
 
-#[test]
+it_test!(whatif_names_missing_events_and_how_to_record_them);
 fn whatif_names_missing_events_and_how_to_record_them() {
     // trappy_idle.dat has cpu_idle and sched_switch but no wake events
     pmlab()
@@ -141,15 +141,14 @@ fn record_pipe_here(dir: &std::path::Path, name: &str, poll: &str) -> std::path:
     out
 }
 
+it_test!(whatif_on_a_recording_made_here);
 /// On this machine: record the pipe with polling off, predict polling from it, and (where
 /// the haltpoll driver lets polling be switched on) set the prediction beside a real
 /// recording with polling at 200 µs.
-#[test]
 fn whatif_on_a_recording_made_here() {
     let haltpoll = std::path::Path::new("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
     if !crate::util::is_root() || !haltpoll.exists() {
-        eprintln!("skipped: needs root and haltpoll's parameters (the fixture tests above cover the replay)");
-        return;
+        skip!("needs root and haltpoll's parameters (the fixture tests above cover the replay)");
     }
     let dir = tempfile::tempdir().unwrap();
     let off = record_pipe_here(dir.path(), "off.dat", "0");
@@ -172,8 +171,7 @@ fn whatif_on_a_recording_made_here() {
     assert!(notes.contains("a default"), "defaults named: {notes}");
     assert!(notes.contains("cannot see"), "limits said: {notes}");
     if crate::util::cpuidle_driver() != "haltpoll" {
-        eprintln!("skipped: the polling recording needs the haltpoll cpuidle driver");
-        return;
+        skip!("the polling recording needs the haltpoll cpuidle driver");
     }
     let on = record_pipe_here(dir.path(), "on.dat", "200us");
     let cal = whatif_json(&off, &["--calibrate", on.to_str().unwrap()]);
@@ -192,14 +190,13 @@ fn whatif_on_a_recording_made_here() {
     assert!(c["first_order"].as_f64().unwrap() < traced);
 }
 
+it_test!(whatif_replays_a_stored_traced_run);
 /// `compare --trace` runs are replayed later from the store with `whatif --run`, the same
 /// report as on the trace file; a run without a trace, an unknown run and a missing store
 /// are refused clearly.
-#[test]
 fn whatif_replays_a_stored_traced_run() {
     if !crate::util::is_root() {
-        println!("skipped: compare --trace needs root");
-        return;
+        skip!("compare --trace needs root");
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");

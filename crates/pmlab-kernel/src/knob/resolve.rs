@@ -199,9 +199,11 @@ pub fn ensure_debugfs(root: &Root) {
     if mounted {
         UNMOUNT_AT_EXIT.call_once(|| {
             extern "C" fn unmount() {
-                let dst = c"/sys/kernel/debug";
                 // Lazy: files still open in this process do not keep it mounted.
-                unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+                let _ = rustix::mount::unmount(
+                    c"/sys/kernel/debug",
+                    rustix::mount::UnmountFlags::DETACH,
+                );
             }
             // SAFETY: registering a plain extern "C" function.
             unsafe { libc::atexit(unmount) };

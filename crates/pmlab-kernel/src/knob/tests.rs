@@ -367,7 +367,7 @@ fn dead_owners_are_restored_and_live_ones_refuse() {
     assert_eq!(get(r, m), "7");
     assert!(journal::scan(jdir.path()).is_empty());
     // A live owner (our parent) holds the knob: refused, naming it.
-    let ppid = unsafe { libc::getppid() };
+    let ppid = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
     let live = Header {
         pid: ppid,
         start: journal::start_time(ppid).unwrap(),

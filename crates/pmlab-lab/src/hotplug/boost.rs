@@ -215,8 +215,9 @@ pub fn recover_stale(hierarchy: &Path) -> Vec<PathBuf> {
         else {
             continue;
         };
-        // SAFETY: signal 0 only checks for existence.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        // Signal 0 only checks for existence.
+        let alive = rustix::process::Pid::from_raw(pid)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
         if !alive && empty_and_remove(hierarchy, &e.path()).is_ok() {
             recovered.push(e.path());
         }

@@ -121,9 +121,9 @@ impl Loaders {
             // between fork and exec.
             unsafe {
                 c.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                    rustix::process::set_parent_process_death_signal(Some(
+                        rustix::process::Signal::KILL,
+                    ))?;
                     match affinity {
                         Some(a) => a.apply(),
                         None => Ok(()),
@@ -173,8 +173,7 @@ impl Loaders {
     /// SIGTERM every process group, wait up to a second, then SIGKILL what is left.
     pub fn stop(&mut self) {
         for c in &self.children {
-            // SAFETY: signalling our own child's process group.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGTERM) };
+            signal_group(c, rustix::process::Signal::TERM);
         }
         let deadline = Instant::now() + Duration::from_secs(1);
         for c in &mut self.children {
@@ -185,16 +184,24 @@ impl Loaders {
                         std::thread::sleep(Duration::from_millis(10))
                     }
                     Ok(None) => {
-                        unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+                        signal_group(c, rustix::process::Signal::KILL);
                         let _ = c.wait();
                         break;
                     }
                 }
             }
             // Stragglers that left the group but are still ours.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            signal_group(c, rustix::process::Signal::KILL);
         }
         self.children.clear();
+    }
+}
+
+/// Signals the process group a loader leads (each starts its own); a group already gone
+/// is not an error here.
+fn signal_group(c: &std::process::Child, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, sig);
     }
 }
 
