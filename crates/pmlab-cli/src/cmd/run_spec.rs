@@ -122,6 +122,8 @@ pub struct ExperimentOpts {
     /// set the analyses need, as for `pmlab record`).
     #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "trace")]
     pub trace_events: Vec<String>,
+    #[command(flatten)]
+    pub meter: super::meter::MeterArgs,
     /// Shell command run once before the warm-up.
     #[arg(long, value_name = "CMD")]
     pub setup: Option<String>,
@@ -341,11 +343,17 @@ pub fn execute(
             .unwrap_or(spec::DEFAULT_SETTLE),
     };
     let side = SideSelection::parse(&opts.side);
+    let meter = opts.meter.spec()?;
     let lab = Lab::open()?;
     let sources = Sources {
         trace: opts
             .trace
             .then(|| (opts.db.clone(), opts.trace_events.clone())),
+        meter: if opts.fake_executor.is_some() {
+            None
+        } else {
+            meter
+        },
     };
     let mut exec = lab.executor(opts.fake_executor.as_deref(), seed, &sources)?;
     // Validate before the store is opened or created: bad input changes nothing.

@@ -6,6 +6,7 @@ mod util;
 
 mod analyze;
 mod bundle;
+mod energy;
 mod fleet;
 mod hotplug;
 mod info;
