@@ -306,3 +306,55 @@ fn bad_meter_options_are_refused_before_anything_runs() {
         assert!(!db.exists(), "{args:?}: nothing stored");
     }
 }
+
+/// Live processes (not zombies) whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'));
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if !zombie && cmd.contains(needle) {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_stops_a_stream_meter_and_restores_knobs() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the run sets rcu.expedited)");
+        return;
+    }
+    let found = std::fs::read_to_string(RCU_EXPEDITED).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let meter = triangle_stream(d.path());
+    let needle = d.path().join("stream.sh").display().to_string();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args(["run", "--set", "rcu.expedited=1", "--meter-stream", &meter])
+        .args(["idle", "--duration", "10s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!processes_with(&needle).is_empty(), "the meter runs");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(RCU_EXPEDITED).unwrap(), found);
+    let left = processes_with(&needle);
+    assert!(left.is_empty(), "meter processes left: {left:?}");
+}
