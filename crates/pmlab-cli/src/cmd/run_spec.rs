@@ -355,6 +355,11 @@ pub fn execute(
             meter
         },
     };
+    if sources.meter.is_some() {
+        // Knobs and workloads are checked before the meter is started (it runs a command).
+        lab.executor(None, seed, &Sources::default())?
+            .validate(&experiment)?;
+    }
     let mut exec = lab.executor(opts.fake_executor.as_deref(), seed, &sources)?;
     // Validate before the store is opened or created: bad input changes nothing.
     exec.validate(&experiment)?;

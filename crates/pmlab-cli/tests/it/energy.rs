@@ -292,6 +292,16 @@ fn bad_meter_options_are_refused_before_anything_runs() {
         ),
         (vec!["--meter-counter", "echo lots"], "cumulative joules"),
         (vec!["--meter-stream", "echo nope"], "TIMESTAMP WATTS"),
+        // A bad knob is refused before the meter starts (it would print its error).
+        (
+            vec![
+                "--meter-counter",
+                "echo started >&2; echo 1",
+                "--b",
+                "no.such.knob=1",
+            ],
+            "no.such.knob",
+        ),
     ] {
         let mut c = pmlab();
         c.args(["compare", "--db", dbs, "--quiet"])
