@@ -1,7 +1,9 @@
 //! Kernel counters sampled around a run, and the side metrics derived from two samples:
 //! cpuidle per-state usage/time per CPU, /proc/interrupts (arch kinds and device IRQs by
 //! name, per CPU), /proc/softirqs, /proc/stat (context switches, busy/idle per CPU) and
-//! RAPL `energy_uj` with `max_energy_range_uj` wrap-around. Metric names (`idle.POLL.time_ms@cpu1`,
+//! RAPL `energy_uj` with `max_energy_range_uj` wrap-around, hwmon energy and power channels
+//! (`crate::hwmon`), and the one rule that names the best energy source ([`best_energy`]).
+//! Metric names (`idle.POLL.time_ms@cpu1`,
 //! `irq.CAL.per_s`, `idle.exits_per_s`, ...) are documented in crates/pmlab-workload/README.md.
 
 use crate::units::{Direction, Metric, Nanos};
@@ -112,6 +114,9 @@ pub struct Snapshot {
     pub cpu_total: CpuTimes,
     pub cpu_times: BTreeMap<u32, CpuTimes>,
     pub rapl: Vec<RaplZone>,
+    /// hwmon energy and power channels.
+    #[serde(default)]
+    pub hwmon: Vec<crate::hwmon::Channel>,
 }
 
 fn read(path: &Path) -> Result<String, CountersError> {
@@ -121,7 +126,12 @@ fn read(path: &Path) -> Result<String, CountersError> {
     })
 }
 
-fn read_u64(path: &Path) -> Result<u64, CountersError> {
+/// A file's text, trimmed.
+pub(crate) fn read_text(path: &Path) -> Result<String, CountersError> {
+    read(path).map(|t| t.trim().to_string())
+}
+
+pub(crate) fn read_u64(path: &Path) -> Result<u64, CountersError> {
     let text = read(path)?;
     text.trim().parse().map_err(|_| CountersError::Parse {
         path: path.to_path_buf(),
@@ -138,7 +148,7 @@ fn read_opt_u64(path: &Path) -> Result<Option<u64>, CountersError> {
 }
 
 /// Numbered entries `PREFIXn` of a directory, sorted by number; empty if the directory is absent.
-fn numbered(dir: &Path, prefix: &str) -> Result<Vec<(u32, PathBuf)>, CountersError> {
+pub(crate) fn numbered(dir: &Path, prefix: &str) -> Result<Vec<(u32, PathBuf)>, CountersError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
@@ -187,6 +197,7 @@ impl Snapshot {
             cpu_total,
             cpu_times,
             rapl: read_rapl(&p("/sys/class/powercap"))?,
+            hwmon: crate::hwmon::read(&crate::Root::new(root_dir))?,
         })
     }
 }
@@ -739,16 +750,131 @@ pub fn delta_metrics(before: &Snapshot, after: &Snapshot) -> Vec<Metric> {
         }
     }
     if !zone_rows.is_empty() {
-        out.push(Metric::new("energy.J", energy_total, "J", Direction::Lower));
         out.push(Metric::new(
-            "power.W",
+            "energy.rapl.J",
+            energy_total,
+            "J",
+            Direction::Lower,
+        ));
+        out.push(Metric::new(
+            "power.rapl.W",
             energy_total / window_s,
             "W",
             Direction::Lower,
         ));
         out.extend(zone_rows);
     }
+    out.extend(hwmon_metrics(before, after, window_s));
+    best_energy(&mut out);
     out
+}
+
+/// hwmon: energy channels as deltas (`energy.hwmon.CHIP.LABEL.J`, their power over the window,
+/// and the total `energy.hwmon.J`, see `hwmon::counts_in_total`); power channels as the mean
+/// of the readings before and after (`power.hwmon.CHIP.LABEL.W`: two readings, not an
+/// integral, so they give no energy). A counter that went backwards gives no metric.
+fn hwmon_metrics(before: &Snapshot, after: &Snapshot, window_s: f64) -> Vec<Metric> {
+    use crate::hwmon::{counts_in_total, ChannelKind};
+    let mut out = Vec::new();
+    let mut total = None;
+    for a in &after.hwmon {
+        let Some(b) = before.hwmon.iter().find(|b| b.id() == a.id()) else {
+            continue;
+        };
+        let name = a.metric_name();
+        match a.kind {
+            ChannelKind::Energy => {
+                let Some(uj) = a.value.checked_sub(b.value) else {
+                    continue;
+                };
+                let joules = uj as f64 / 1e6;
+                out.push(Metric::new(
+                    format!("energy.hwmon.{name}.J"),
+                    joules,
+                    "J",
+                    Direction::Lower,
+                ));
+                out.push(Metric::new(
+                    format!("power.hwmon.{name}.W"),
+                    joules / window_s,
+                    "W",
+                    Direction::Lower,
+                ));
+                if counts_in_total(a, &after.hwmon) {
+                    *total.get_or_insert(0.0) += joules;
+                }
+            }
+            ChannelKind::Power | ChannelKind::PowerAverage => out.push(Metric::new(
+                format!("power.hwmon.{name}.W"),
+                (a.value + b.value) as f64 / 2e6,
+                "W",
+                Direction::Lower,
+            )),
+        }
+    }
+    if let Some(j) = total {
+        out.push(Metric::new("energy.hwmon.J", j, "J", Direction::Lower));
+        out.push(Metric::new(
+            "power.hwmon.W",
+            j / window_s,
+            "W",
+            Direction::Lower,
+        ));
+    }
+    out
+}
+
+/// Energy sources in order of trust: an external meter, hwmon energy channels, RAPL.
+/// (The energy model applies to traces only: `pmlab analyze --energy-model`.)
+pub const ENERGY_SOURCES: &[&str] = &["meter", "hwmon", "rapl"];
+
+/// Name the best energy source present among `metrics`: set `energy.J` and `power.W` to its
+/// `energy.SOURCE.J` / `power.SOURCE.W` and mark it with `energy.source.SOURCE` = 1 (replacing
+/// what an earlier call set). Where RAPL and a meter both measured, `energy.rapl_per_meter`
+/// is their ratio (a cross-check). Nothing is added without a source.
+pub fn best_energy(metrics: &mut Vec<Metric>) {
+    metrics.retain(|m| {
+        m.cpu.is_some()
+            || !(m.name == "energy.J"
+                || m.name == "power.W"
+                || m.name == "energy.rapl_per_meter"
+                || m.name.starts_with("energy.source."))
+    });
+    let total = |metrics: &[Metric], name: &str| {
+        metrics
+            .iter()
+            .find(|m| m.cpu.is_none() && m.name == name)
+            .map(|m| m.value)
+    };
+    let Some(source) = ENERGY_SOURCES
+        .iter()
+        .find(|s| total(metrics, &format!("energy.{s}.J")).is_some())
+    else {
+        return;
+    };
+    let joules = total(metrics, &format!("energy.{source}.J")).unwrap_or(0.0);
+    let watts = total(metrics, &format!("power.{source}.W")).unwrap_or(0.0);
+    if let (Some(m), Some(r)) = (
+        total(metrics, "energy.meter.J"),
+        total(metrics, "energy.rapl.J"),
+    ) {
+        if m > 0.0 {
+            metrics.push(Metric::new(
+                "energy.rapl_per_meter",
+                r / m,
+                "",
+                Direction::Neutral,
+            ));
+        }
+    }
+    metrics.push(Metric::new("energy.J", joules, "J", Direction::Lower));
+    metrics.push(Metric::new("power.W", watts, "W", Direction::Lower));
+    metrics.push(Metric::new(
+        format!("energy.source.{source}"),
+        1.0,
+        "",
+        Direction::Neutral,
+    ));
 }
 
 #[cfg(test)]
@@ -936,6 +1062,70 @@ mod tests {
             m.iter().find(|x| x.name == "power.W").unwrap().direction,
             Direction::Lower
         );
+        assert_eq!(get(&m, "energy.rapl.J"), 5.0);
+        assert_eq!(get(&m, "energy.source.rapl"), 1.0);
+    }
+
+    #[test]
+    fn hwmon_energy_beats_rapl_and_sockets_are_not_counted_twice() {
+        let t = Tree::new();
+        t.procs([0, 0], [0, 0], 0, [0, 0], 0, [0, 0]);
+        t.rapl("intel-rapl:0", "package-0", 0, 1_000_000_000);
+        let hw = |core: u64, socket: u64, power: u64| {
+            t.write("/sys/class/hwmon/hwmon1/name", "amd_energy\n");
+            t.write(
+                "/sys/class/hwmon/hwmon1/energy1_input",
+                &format!("{core}\n"),
+            );
+            t.write("/sys/class/hwmon/hwmon1/energy1_label", "Ecore000\n");
+            t.write(
+                "/sys/class/hwmon/hwmon1/energy9_input",
+                &format!("{socket}\n"),
+            );
+            t.write("/sys/class/hwmon/hwmon1/energy9_label", "Esocket0\n");
+            t.write("/sys/class/hwmon/hwmon2/name", "ina226\n");
+            t.write(
+                "/sys/class/hwmon/hwmon2/power1_input",
+                &format!("{power}\n"),
+            );
+        };
+        hw(1_000_000, 10_000_000, 3_000_000);
+        let before = t.take(0);
+        hw(3_000_000, 22_500_000, 5_000_000);
+        t.rapl("intel-rapl:0", "package-0", 10_000_000, 1_000_000_000);
+        let after = t.take(5);
+        let m = delta_metrics(&before, &after);
+        assert_eq!(get(&m, "energy.hwmon.amd_energy.Ecore000.J"), 2.0);
+        assert_eq!(get(&m, "energy.hwmon.amd_energy.Esocket0.J"), 12.5);
+        assert_eq!(get(&m, "energy.hwmon.J"), 12.5, "the socket only");
+        assert_eq!(get(&m, "power.hwmon.ina226.power1.W"), 4.0);
+        assert_eq!(get(&m, "energy.J"), 12.5, "hwmon before RAPL");
+        assert_eq!(get(&m, "power.W"), 2.5);
+        assert_eq!(get(&m, "energy.source.hwmon"), 1.0);
+        assert!(m.iter().all(|x| x.name != "energy.source.rapl"));
+        assert_eq!(get(&m, "energy.rapl.J"), 10.0);
+    }
+
+    #[test]
+    fn best_energy_prefers_a_meter_and_cross_checks_rapl() {
+        let mut m = vec![
+            Metric::new("energy.rapl.J", 9.0, "J", Direction::Lower),
+            Metric::new("power.rapl.W", 9.0, "W", Direction::Lower),
+            Metric::new("energy.J", 9.0, "J", Direction::Lower),
+            Metric::new("energy.source.rapl", 1.0, "", Direction::Neutral),
+            Metric::new("energy.meter.J", 12.0, "J", Direction::Lower),
+            Metric::new("power.meter.W", 12.0, "W", Direction::Lower),
+        ];
+        best_energy(&mut m);
+        assert_eq!(get(&m, "energy.J"), 12.0);
+        assert_eq!(get(&m, "power.W"), 12.0);
+        assert_eq!(get(&m, "energy.rapl_per_meter"), 0.75);
+        assert_eq!(get(&m, "energy.source.meter"), 1.0);
+        assert_eq!(m.iter().filter(|x| x.name == "energy.J").count(), 1);
+        assert!(m.iter().all(|x| x.name != "energy.source.rapl"));
+        let mut none = vec![Metric::new("ctxt.per_s", 1.0, "/s", Direction::Neutral)];
+        best_energy(&mut none);
+        assert_eq!(none.len(), 1, "no source, no energy");
     }
 
     #[test]

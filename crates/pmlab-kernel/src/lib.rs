@@ -3,6 +3,7 @@
 
 pub mod counters;
 pub mod cpulist;
+pub mod hwmon;
 pub mod knob;
 pub mod procstat;
 pub mod sysinfo;

@@ -1,7 +1,8 @@
 //! The lab object: the one way every command that changes or measures the machine
 //! (`run`, `compare`, `sweep`, `run-spec`, `study`, `hotplug`, `record`, `knob set`) does
 //! so. It owns the interrupt policy (one blocking signal watcher, one stop token, workload
-//! cancellation, knob restore), the knob transaction, the side sources (counters, tracer)
+//! cancellation, knob restore), the knob transaction, the side sources (counters, tracer,
+//! an energy meter)
 //! and running a [`WorkloadSpec`]: `run` is a plan of one configuration and one run,
 //! experiments go through the protocol, the hotplug lab and the study get the stop token.
 
@@ -55,6 +56,8 @@ pub enum LabError {
     Spawn(String, #[source] std::io::Error),
     #[error("waiting for the command")]
     Wait(#[source] std::io::Error),
+    #[error("starting the energy meter")]
+    Meter(#[from] crate::meter::MeterError),
     #[error("interrupted: the workload's workers were killed")]
     Interrupted,
 }
@@ -102,6 +105,7 @@ fn interrupts(grace: Duration) -> Result<&'static Interrupts, LabError> {
                     .retain(|l| l.send(sig).is_ok());
                 let grace = *state.grace.lock().unwrap_or_else(|e| e.into_inner());
                 if !first || grace.is_zero() {
+                    crate::meter::kill_live();
                     pmlab_kernel::knob::restore_live_and_exit(sig);
                 }
                 first = false;
@@ -111,6 +115,7 @@ fn interrupts(grace: Duration) -> Result<&'static Interrupts, LabError> {
                     .spawn(move || {
                         std::thread::sleep(grace);
                         if pmlab_kernel::knob::has_live_journals() {
+                            crate::meter::kill_live();
                             pmlab_kernel::knob::restore_live_and_exit(sig);
                         }
                     });
@@ -126,6 +131,8 @@ pub struct Sources {
     /// Record a trace of every run's measured part beside this store, with these events
     /// (empty: the analyses' set).
     pub trace: Option<(PathBuf, Vec<String>)>,
+    /// An external energy meter read around every run's measured part.
+    pub meter: Option<crate::meter::MeterSpec>,
 }
 
 /// One `pmlab run`: the workload's result and the side metrics around its measured part.
@@ -203,7 +210,8 @@ impl Lab {
     }
 
     /// Side sources: the tracer first (started first, stopped last: its cost stays outside
-    /// the counter deltas), then the counters.
+    /// the counter deltas), then the meter (started here; a stream's wait for the sample
+    /// that closes a run's window stays outside the counter deltas), then the counters.
     pub fn side_sources(&self, sources: &Sources) -> Result<Vec<Box<dyn SideSource>>, LabError> {
         let mut v: Vec<Box<dyn SideSource>> = Vec::new();
         if let Some((db, events)) = &sources.trace {
@@ -212,6 +220,9 @@ impl Lab {
                 db,
                 events.clone(),
             )?));
+        }
+        if let Some(m) = &sources.meter {
+            v.push(Box::new(crate::meter::MeterSource::start(m)?));
         }
         v.push(Box::new(CounterSource::new(self.root_path())));
         Ok(v)
@@ -265,14 +276,19 @@ impl Lab {
     }
 
     /// `pmlab run`: a plan of one configuration (the machine as found plus `knobs`) and
-    /// one run, with counter side metrics; the knobs are restored on every path.
+    /// one run, with counter side metrics (and `sources`' meter); the knobs are restored on
+    /// every path.
     pub fn run_once(
         &self,
         spec: &WorkloadSpec,
         knobs: &[String],
         settle: std::time::Duration,
+        sources: &Sources,
     ) -> Result<OneRun, LabError> {
         spec.validate()?;
+        if let Some(m) = &sources.meter {
+            m.validate()?;
+        }
         let mut notes = Vec::new();
         let knob_backend: Box<dyn Knobs> = if knobs.is_empty() {
             Box::new(NoKnobs {
@@ -288,7 +304,10 @@ impl Lab {
         let mut exec = MachineExecutor::new(
             self.root_path(),
             knob_backend,
-            self.side_sources(&Sources::default())?,
+            self.side_sources(&Sources {
+                trace: None,
+                meter: sources.meter.clone(),
+            })?,
         );
         let configuration = Configuration {
             label: String::new(),

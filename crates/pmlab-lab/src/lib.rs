@@ -9,6 +9,7 @@ pub mod html;
 pub mod lab;
 pub mod lineup;
 pub mod machine;
+pub mod meter;
 pub mod populations;
 pub mod protocol;
 pub mod recording;

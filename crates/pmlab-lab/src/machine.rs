@@ -197,6 +197,8 @@ impl Probe for SourcesProbe<'_> {
         for s in self.sources.iter_mut().rev() {
             self.metrics.extend(s.after()?);
         }
+        // energy.J / power.W: the best source among all of them (a meter over the counters').
+        pmlab_kernel::counters::best_energy(&mut self.metrics);
         Ok(())
     }
 }

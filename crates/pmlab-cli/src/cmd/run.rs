@@ -16,6 +16,7 @@ Examples:
   pmlab run wakeup --interval 1ms --duration 10s --cpus 0-1
   pmlab run spin --cpus 0-3 --work 300000000
   pmlab run idle --duration 10s
+  pmlab run idle --duration 10s --meter-stream 'my-meter --watts'   # energy from a meter
   pmlab run cmd -- stress-ng --cpu 1 --timeout 5s
   pmlab run cmd --metric-regex 'ops/sec: ([0-9.]+)' --metric-name ops --higher-is-better -- ./bench";
 
@@ -34,6 +35,8 @@ pub struct Args {
     /// from the scheduler's load tracking [default: 200ms; 0: off].
     #[arg(long, value_name = "DURATION", global = true, value_parser = settle)]
     pub settle: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub meter: super::meter::MeterArgs,
 }
 
 fn settle(s: &str) -> Result<std::time::Duration, String> {
@@ -43,13 +46,17 @@ fn settle(s: &str) -> Result<std::time::Duration, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.workload.to_spec();
     spec.validate()?;
+    let sources = pmlab_lab::lab::Sources {
+        trace: None,
+        meter: args.meter.spec()?,
+    };
     let lab = pmlab_lab::lab::Lab::open()?;
     let progress = indicatif::ProgressBar::new_spinner();
     // Drawn once, never ticked: a ticking bar would wake CPUs during the measurement.
     progress.set_message(format!("running {}", spec.describe()));
     progress.tick();
     let settle = args.settle.unwrap_or(pmlab_lab::spec::DEFAULT_SETTLE);
-    let out = lab.run_once(&spec, &args.set, settle);
+    let out = lab.run_once(&spec, &args.set, settle, &sources);
     progress.finish_and_clear();
     let out = out?;
     for note in &out.notes {

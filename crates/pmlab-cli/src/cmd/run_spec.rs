@@ -122,6 +122,8 @@ pub struct ExperimentOpts {
     /// set the analyses need, as for `pmlab record`).
     #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "trace")]
     pub trace_events: Vec<String>,
+    #[command(flatten)]
+    pub meter: super::meter::MeterArgs,
     /// Shell command run once before the warm-up.
     #[arg(long, value_name = "CMD")]
     pub setup: Option<String>,
@@ -341,12 +343,23 @@ pub fn execute(
             .unwrap_or(spec::DEFAULT_SETTLE),
     };
     let side = SideSelection::parse(&opts.side);
+    let meter = opts.meter.spec()?;
     let lab = Lab::open()?;
     let sources = Sources {
         trace: opts
             .trace
             .then(|| (opts.db.clone(), opts.trace_events.clone())),
+        meter: if opts.fake_executor.is_some() {
+            None
+        } else {
+            meter
+        },
     };
+    if sources.meter.is_some() {
+        // Knobs and workloads are checked before the meter is started (it runs a command).
+        lab.executor(None, seed, &Sources::default())?
+            .validate(&experiment)?;
+    }
     let mut exec = lab.executor(opts.fake_executor.as_deref(), seed, &sources)?;
     // Validate before the store is opened or created: bad input changes nothing.
     exec.validate(&experiment)?;

@@ -46,6 +46,8 @@ pub struct Args {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub meter: super::meter::MeterArgs,
     /// Testing: read the machine under this root instead of `/`.
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,
@@ -79,6 +81,7 @@ struct CliHost {
     simulate: bool,
     seed: u64,
     bar: ProgressBar,
+    meter: Option<pmlab_lab::meter::MeterSpec>,
 }
 
 impl Host for CliHost {
@@ -89,6 +92,7 @@ impl Host for CliHost {
         }
         let sources = Sources {
             trace: trace.then(|| (self.db.clone(), Vec::new())),
+            meter: self.meter.clone(),
         };
         Ok(Box::new(self.lab.machine_executor(&sources)?))
     }
@@ -153,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         simulate: args.simulate,
         seed,
         bar,
+        meter: args.meter.spec()?,
     };
     let started = std::time::Instant::now();
     let outcome = lab.study(opts, &mut host)?;

@@ -14,6 +14,7 @@ mod util;
 mod analyze;
 mod bundle;
 mod dump;
+mod energy;
 mod fleet;
 mod golden;
 mod hotplug;
