@@ -563,10 +563,13 @@ fn walk(
         .map(|n| IPI_VECTORS.contains(&n.as_str()))
         .collect();
     let sources = [Ev::LocalTimer, Ev::Hrtimer, Ev::Irq, Ev::ArmIpi, Ev::NoIpi];
-    if !kinds
-        .iter()
-        .flatten()
-        .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
+    // Without wake sources the report cannot say what woke the CPUs; the exits list still
+    // says what followed each exit (with an unknown cause).
+    if !want_exits
+        && !kinds
+            .iter()
+            .flatten()
+            .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
     {
         return Err(missing_sources());
     }
@@ -872,7 +875,7 @@ fn walk(
         }
     }
 
-    if seen_sources == 0 {
+    if seen_sources == 0 && !want_exits {
         return Err(missing_sources());
     }
     // A task still running at the next idle entry (or the trace's end).

@@ -1,7 +1,8 @@
 //! `--trace`: a [`SideSource`] that records each run's measured part with
 //! `pmlab_trace::record::Recorder` into a trace.dat file next to the result store
 //! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports side metrics from it:
-//! recording counts, and idle share/entries and idle exits by cause (pmlab-analysis).
+//! recording counts, and idle share/entries, idle exits by cause and needless exits per CPU
+//! (pmlab-analysis).
 
 use crate::executor::RunContext;
 use crate::machine::SideSource;
@@ -186,6 +187,22 @@ pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
         }
         for c in &w.cpus {
             out.push(n("trace.wakeups.per_s".into(), c.per_s, "/s").on_cpu(c.cpu));
+        }
+        // Needless exits (no task ran before the next idle entry): only on CPUs where they
+        // can be seen (cpu_idle logged), never a silent 0 on the others; the total only
+        // when every CPU can be seen.
+        let mut all = Some(0.0);
+        for c in &w.cpus {
+            match c.needless_per_s {
+                Some(v) => {
+                    all = all.map(|a| a + v);
+                    out.push(n("trace.wakeups.needless.per_s".into(), v, "/s").on_cpu(c.cpu));
+                }
+                None => all = None,
+            }
+        }
+        if let Some(v) = all.filter(|_| !w.cpus.is_empty()) {
+            out.push(n("trace.wakeups.needless.per_s".into(), v, "/s"));
         }
     }
     out

@@ -25,8 +25,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Events the analyses read: power, sched, ipi, irq, irq_vectors entries, timer expiries
-/// and cpuhp. Exit events of the vectors, `sched_wakeup` (after `sched_waking`) and
+/// Events the analyses read: power, sched, ipi, irq, irq_vectors entries, timer expiries,
+/// the CSD queue and entry and SCHED_SOFTIRQ's softirq entry/exit (idle-balance kicks:
+/// `nohz_csd_func`, then the balance, and what it migrated), and cpuhp. Exit events of the
+/// vectors, `sched_wakeup` (after `sched_waking`), `csd_function_exit`, `softirq_raise` and
 /// `hrtimer_start` are left out: no analysis needs them and each costs time on every wakeup
 /// (the observer effect). Entries the machine lacks are skipped with a note.
 pub const DEFAULT_EVENTS: &[&str] = &[
@@ -42,6 +44,10 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "ipi:ipi_send_cpumask",
     "irq:irq_handler_entry",
     "irq:irq_handler_exit",
+    "irq:softirq_entry",
+    "irq:softirq_exit",
+    "csd:csd_queue_cpu",
+    "csd:csd_function_entry",
     "irq_vectors:local_timer_entry",
     "irq_vectors:call_function_entry",
     "irq_vectors:call_function_single_entry",
