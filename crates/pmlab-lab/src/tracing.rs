@@ -231,4 +231,26 @@ mod tests {
         assert_eq!(safe("poll ns=200us/x"), "poll_ns_200us_x");
         assert_eq!(safe(""), "run");
     }
+
+    /// Needless wakeups per second where they can be seen: CPU 0 of the haltpoll fixture
+    /// logs cpu_idle; CPU 1 does not, so it has no needless metric (not a 0), and there is
+    /// no all-CPUs total either.
+    #[test]
+    fn needless_side_metric_only_where_decidable() {
+        let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/haltpoll_pipe_off.dat");
+        let m = analysis_metrics(&f);
+        let needless: Vec<&Metric> = m
+            .iter()
+            .filter(|m| m.name == "trace.wakeups.needless.per_s")
+            .collect();
+        assert_eq!(needless.len(), 1, "{needless:?}");
+        assert_eq!(needless[0].cpu, Some(0));
+        // 44 needless exits of CPU 0 in the trace's 1.3116 s
+        assert!(
+            (needless[0].value - 44.0 / 1.311579).abs() < 0.5,
+            "{}",
+            needless[0].value
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! `pmlab analyze`: run the trace analyses (idle, wakeups, hotplug, sched, freq, energy,
+//! `pmlab analyze`: run the trace analyses (idle, wakeups, kicks, hotplug, sched, freq, energy,
 //! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
