@@ -162,14 +162,15 @@ fn independent(lines: &[Line]) -> BTreeMap<(u32, u64), Then> {
     out
 }
 
-/// pmlab's classification of every exit, and the CPUs where it says it cannot decide.
-fn ours(
-    file: &Path,
-) -> (
+/// Exits by (cpu, exit time), the CPUs pmlab cannot decide, and its exits as given.
+type Ours = (
     BTreeMap<(u32, u64), Then>,
     BTreeSet<u32>,
     Vec<wakeups::Exit>,
-) {
+);
+
+/// pmlab's classification of every exit, and the CPUs where it says it cannot decide.
+fn ours(file: &Path) -> Ours {
     let trace = pmlab_trace::open(file).unwrap();
     let opts = Options::default();
     let Ok(p) = idle::periods(&trace, &opts) else {
