@@ -6,6 +6,7 @@ use crate::energy::{self, EnergyReport, Model};
 use crate::freq::{self, FreqReport};
 use crate::haltpoll::{self, HaltpollReport};
 use crate::idle::{self, IdleReport};
+use crate::kicks::{self, KicksReport};
 use crate::replay::{self, WhatifReport};
 use crate::sched::{self, SchedReport};
 use crate::table::Table;
@@ -26,15 +27,16 @@ pub enum Analysis {
     Energy,
     Haltpoll,
     Whatif,
+    Kicks,
 }
 
 /// The analyses' names, in [`Analysis::ALL`] order (for listings, e.g. the Python module's).
 pub const KINDS: &[&str] = &[
-    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif",
+    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif", "kicks",
 ];
 
 impl Analysis {
-    pub const ALL: [Analysis; 8] = [
+    pub const ALL: [Analysis; 9] = [
         Analysis::Idle,
         Analysis::Wakeups,
         Analysis::Hotplug,
@@ -43,6 +45,7 @@ impl Analysis {
         Analysis::Energy,
         Analysis::Haltpoll,
         Analysis::Whatif,
+        Analysis::Kicks,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -160,6 +163,9 @@ pub struct Report {
     /// What idle polling would have done (the haltpoll governor over the default values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub whatif: Option<Outcome<WhatifReport>>,
+    /// Idle-balance kicks and tick balances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kicks: Option<Outcome<KicksReport>>,
 }
 
 /// Inputs besides the trace.
@@ -189,13 +195,14 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
     // sched and freq on another meanwhile, and haltpoll on a third: read once, for its
     // section and for the replay's recorded poll limits.
-    let (periods, idle_rep, wake, (sched, freq), haltpoll) = std::thread::scope(|sc| {
+    let (periods, idle_rep, wake, (sched, freq, kicks), haltpoll) = std::thread::scope(|sc| {
         let haltpoll = (want(Analysis::Haltpoll) || want(Analysis::Whatif))
             .then(|| sc.spawn(|| haltpoll::analyze(trace, opts)));
         let others = sc.spawn(|| {
             (
                 want(Analysis::Sched).then(|| sched::analyze(trace, opts)),
                 want(Analysis::Freq).then(|| freq::analyze(trace, opts)),
+                want(Analysis::Kicks).then(|| kicks::analyze(trace, opts)),
             )
         });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
@@ -246,6 +253,7 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     r.whatif = input.map(|i| outcome(i.map(|i| replay::replay(&i, &replay::Config::default()))));
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
+    r.kicks = kicks.map(outcome);
     r.haltpoll = haltpoll.map(outcome);
     if want(Analysis::Energy) {
         r.energy = Some(match (extras.model, periods.as_ref().expect("computed")) {
@@ -293,6 +301,9 @@ impl Report {
         if let Some(o) = &self.wakeups {
             v.push(o.section("wakeups"));
         }
+        if let Some(o) = &self.kicks {
+            v.push(o.section("kicks"));
+        }
         if let Some(o) = &self.sched {
             v.push(o.section("sched"));
         }
@@ -313,9 +324,11 @@ impl Report {
 }
 
 /// Whether the analyses in `only` (all when empty) name kernel symbols, so the trace must
-/// be opened with kallsyms: only wakeups and hotplug do.
+/// be opened with kallsyms: only wakeups, kicks and hotplug do.
 pub fn needs_kallsyms(only: &[Analysis]) -> bool {
-    Analysis::Wakeups.selected_in(only) || Analysis::Hotplug.selected_in(only)
+    Analysis::Wakeups.selected_in(only)
+        || Analysis::Hotplug.selected_in(only)
+        || Analysis::Kicks.selected_in(only)
 }
 
 /// What `pmlab analyze` computes for one trace: the analyses of [`run`], and hotplug steps.

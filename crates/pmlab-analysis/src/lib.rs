@@ -1,5 +1,5 @@
 //! pmlab-analysis: analyses over decoded trace columns and counter deltas — idle residency,
-//! wakeup causes, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
+//! wakeup causes and needless wakeups, idle-balance kicks, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
 //! Analyses never touch the machine: they read a `pmlab_trace::Trace` (and optional sidecars).
 #![forbid(unsafe_code)]
 
@@ -13,6 +13,7 @@ pub mod freq;
 pub mod haltpoll;
 pub mod hotplug;
 pub mod idle;
+pub mod kicks;
 pub mod missing;
 pub mod parquet;
 pub mod replay;

@@ -3,7 +3,7 @@
 use crate::all::{self, Extras};
 use crate::energy::{self, Model, ModelError};
 use crate::idle::{self, Source};
-use crate::testutil::{s, Builder, Std, EXIT, V};
+use crate::testutil::{s, Builder, Std, Ty, EXIT, V};
 use crate::{freq, wakeups, Options, StateInfo};
 use std::collections::BTreeMap;
 
@@ -454,4 +454,180 @@ fn cpus_option_selects() {
     };
     let r = idle::analyze(&t, &opts).unwrap();
     assert_eq!(r.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>(), [1]);
+}
+
+/// Needless wakeups: an idle tick after which nothing ran is needless (with the idle it cut
+/// short and the busy time until the next idle entry); an IPI after which a task ran names
+/// it and its run time; an exit the trace ends after is unfinished; a CPU with idle-task
+/// periods only (no cpu_idle) is undecidable, and its row has no needless count.
+#[test]
+fn needless_exits_and_what_ran_after_the_others() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.idle(&mut b, 10, 0, 1);
+    b.push(49, 0, 0, e.timer_entry, &[V::I(236)]);
+    e.idle(&mut b, 50, 0, EXIT);
+    e.idle(&mut b, 60, 0, 1);
+    b.push(99, 0, 0, e.csfs_entry, &[V::I(251)]);
+    e.idle(&mut b, 100, 0, EXIT);
+    e.switch(&mut b, 101, 0, (0, "swapper/0", 0), (7, "worker"));
+    e.switch(&mut b, 120, 0, (7, "worker", 1), (0, "swapper/0"));
+    e.idle(&mut b, 125, 0, 1);
+    b.push(199, 0, 0, e.timer_entry, &[V::I(236)]);
+    e.idle(&mut b, 200, 0, EXIT);
+    // CPU 1: idle-task periods only
+    e.switch(&mut b, 20, 1, (5, "a", 1), (0, "swapper/1"));
+    b.push(70, 1, 0, e.timer_entry, &[V::I(236)]);
+    e.switch(&mut b, 80, 1, (0, "swapper/1", 0), (5, "a"));
+    marker(&mut b, 300, 1);
+    let t = b.build();
+    let opts = Options::default();
+    let p = idle::periods(&t, &opts).unwrap();
+    let ex = wakeups::exits(&t, &opts, &p).unwrap();
+    let on0: Vec<_> = ex.iter().filter(|x| x.cpu == 0).collect();
+    assert_eq!(on0.len(), 3);
+    assert_eq!(on0[0].afterwards, wakeups::Afterwards::Needless);
+    assert_eq!(on0[0].cause.kind, wakeups::CauseKind::Timer);
+    assert_eq!(
+        on0[1].afterwards,
+        wakeups::Afterwards::Task {
+            task: "<...>:7".into(),
+            pid: 7,
+            run_ns: 19
+        }
+    );
+    assert_eq!(on0[2].afterwards, wakeups::Afterwards::Unfinished);
+    assert!(ex
+        .iter()
+        .filter(|x| x.cpu == 1)
+        .all(|x| x.afterwards == wakeups::Afterwards::Undecidable));
+    let w = wakeups::analyze(&t, &opts).unwrap();
+    let c0 = w.cpus.iter().find(|c| c.cpu == 0).unwrap();
+    let n = c0.needless.unwrap();
+    assert_eq!(
+        (n.exits, n.needless, n.cut_idle_ns, n.busy_ns),
+        (2, 1, 40, 10)
+    );
+    assert!((c0.needless_per_s.unwrap() - 1.0 / 300e-9).abs() < 1.0);
+    assert!(w
+        .cpus
+        .iter()
+        .find(|c| c.cpu == 1)
+        .unwrap()
+        .needless
+        .is_none());
+    assert!(
+        w.notes.iter().any(|n| n.contains("not decidable")),
+        "{:?}",
+        w.notes
+    );
+    let timer = w
+        .causes
+        .iter()
+        .find(|r| r.cpu == 0 && r.cause.kind == wakeups::CauseKind::Timer)
+        .unwrap();
+    assert_eq!(timer.needless.needless, 1);
+    let after: Vec<_> = w.after.iter().filter(|r| r.cpu == 0).collect();
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(after
+        .iter()
+        .any(|r| r.task.is_none() && r.exits == 1 && r.busy_ns == 10));
+}
+
+/// A kick: `nohz_csd_func` (by kallsyms) queued from CPU 0, then SCHED_SOFTIRQ on CPU 1 with
+/// a migration in it, then a task runs; a second kick moves nothing and the CPU idles again;
+/// a SCHED_SOFTIRQ after a tick with no kick is a tick balance.
+#[test]
+fn kicks_with_kicker_migration_and_outcome() {
+    use crate::kicks::{self, BalanceKind, Via};
+    let (mut b, e) = base();
+    let entry = b.event(
+        "csd",
+        "csd_function_entry",
+        &[("func", Ty::U64), ("csd", Ty::U64)],
+    );
+    let queue = b.event(
+        "csd",
+        "csd_queue_cpu",
+        &[
+            ("cpu", Ty::U32),
+            ("callsite", Ty::U64),
+            ("func", Ty::U64),
+            ("csd", Ty::U64),
+        ],
+    );
+    let si = b.event("irq", "softirq_entry", &[("vec", Ty::U32)]);
+    let so = b.event("irq", "softirq_exit", &[("vec", Ty::U32)]);
+    let mig = b.event(
+        "sched",
+        "sched_migrate_task",
+        &[
+            ("comm", Ty::Comm),
+            ("pid", Ty::I32),
+            ("prio", Ty::I32),
+            ("orig_cpu", Ty::I32),
+            ("dest_cpu", Ty::I32),
+        ],
+    );
+    b.sym(0x1000, "nohz_csd_func");
+    b.sym(0x2000, "sched_ttwu_pending");
+    marker(&mut b, 0, 0);
+    // kick 1
+    b.push(10, 0, 9, queue, &[V::U(1), V::U(0), V::U(0x1000), V::U(0)]);
+    b.push(11, 0, 9, e.send_cpu, &[V::U(1), V::U(0), V::U(0)]);
+    b.push(20, 1, 0, e.csfs_entry, &[V::I(251)]);
+    b.push(21, 1, 0, entry, &[V::U(0x1000), V::U(0)]);
+    b.push(22, 1, 0, si, &[V::U(7)]);
+    b.push(
+        23,
+        1,
+        0,
+        mig,
+        &[s("t"), V::I(42), V::I(120), V::I(0), V::I(1)],
+    );
+    b.push(24, 1, 0, so, &[V::U(7)]);
+    e.switch(&mut b, 25, 1, (0, "swapper/1", 0), (42, "t"));
+    // another CSD is not a kick
+    b.push(30, 1, 42, entry, &[V::U(0x2000), V::U(0)]);
+    e.switch(&mut b, 40, 1, (42, "t", 1), (0, "swapper/1"));
+    // kick 2: moves nothing, CPU idles again (next interrupt on the idle task)
+    b.push(50, 0, 9, queue, &[V::U(1), V::U(0), V::U(0x1000), V::U(0)]);
+    b.push(51, 0, 9, e.no_ipi, &[V::I(1)]);
+    b.push(60, 1, 0, entry, &[V::U(0x1000), V::U(0)]);
+    b.push(61, 1, 0, si, &[V::U(7)]);
+    b.push(62, 1, 0, so, &[V::U(7)]);
+    b.push(80, 1, 0, e.timer_entry, &[V::I(236)]);
+    // a tick balance on CPU 0
+    b.push(90, 0, 9, e.timer_entry, &[V::I(236)]);
+    b.push(91, 0, 9, si, &[V::U(7)]);
+    b.push(92, 0, 9, so, &[V::U(7)]);
+    marker(&mut b, 100, 0);
+    b.comm(9, "kicker");
+    let t = b.build();
+    let r = kicks::analyze(&t, &Options::default()).unwrap();
+    let ks: Vec<_> = r
+        .kicks
+        .iter()
+        .filter(|k| k.kind == BalanceKind::Kick)
+        .collect();
+    assert_eq!(ks.len(), 2);
+    assert_eq!(ks[0].kicker.as_deref(), Some("kicker:9"));
+    assert_eq!((ks[0].kicker_cpu, ks[0].via), (Some(0), Some(Via::Ipi)));
+    assert_eq!((ks[0].migrated, ks[0].then_ran), (1, Some(true)));
+    assert_eq!(ks[1].via, Some(Via::NoIpi));
+    assert_eq!((ks[1].migrated, ks[1].then_ran), (0, Some(false)));
+    let c1 = r.cpus.iter().find(|c| c.cpu == 1).unwrap();
+    assert_eq!(
+        (
+            c1.kicks,
+            c1.migrated,
+            c1.moved_nothing,
+            c1.then_ran,
+            c1.then_idle
+        ),
+        (2, 1, 1, 1, 1)
+    );
+    let c0 = r.cpus.iter().find(|c| c.cpu == 0).unwrap();
+    assert_eq!((c0.kicks, c0.tick_balances), (0, 1));
+    assert_eq!(r.kickers[0].kicks, 2);
 }

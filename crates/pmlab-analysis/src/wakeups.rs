@@ -153,13 +153,13 @@ fn until_nul(b: &[u8]) -> &[u8] {
     &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
 }
 
-/// Counts of keys that come in runs: a run is added to the map when it ends.
-struct Counter<K> {
-    map: FxHashMap<K, u64>,
-    run: Option<(K, u64)>,
+/// Sums over keys that come in runs: a run is added to the map when it ends.
+struct Counter<K, V = u64> {
+    map: FxHashMap<K, V>,
+    run: Option<(K, V)>,
 }
 
-impl<K> Default for Counter<K> {
+impl<K, V> Default for Counter<K, V> {
     fn default() -> Self {
         Counter {
             map: FxHashMap::default(),
@@ -168,22 +168,36 @@ impl<K> Default for Counter<K> {
     }
 }
 
-impl<K: std::hash::Hash + Eq + Copy> Counter<K> {
-    fn add(&mut self, k: K) {
+impl<K: std::hash::Hash + Eq + Copy, V: std::ops::AddAssign + Default + Copy> Counter<K, V> {
+    fn add(&mut self, k: K, v: V) {
         match &mut self.run {
-            Some((rk, n)) if *rk == k => *n += 1,
+            Some((rk, n)) if *rk == k => *n += v,
             run => {
-                if let Some((rk, n)) = run.replace((k, 1)) {
+                if let Some((rk, n)) = run.replace((k, v)) {
                     *self.map.entry(rk).or_default() += n;
                 }
             }
         }
     }
-    fn finish(mut self) -> FxHashMap<K, u64> {
+    fn finish(mut self) -> FxHashMap<K, V> {
         if let Some((k, n)) = self.run.take() {
             *self.map.entry(k).or_default() += n;
         }
         self.map
+    }
+}
+
+/// Exits of one (cause, originator): all of them, and the sums over those decided.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    n: u64,
+    s: NeedlessSum,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.n += o.n;
+        self.s += o.s;
     }
 }
 
@@ -210,6 +224,83 @@ struct CpuState {
     woke_since_source: bool,
     /// The next period whose resume (first task event after it) is still unknown.
     resume_next: usize,
+    /// Periods whose end is at or before the last event seen on the CPU (the gap after
+    /// period `gap_next - 1` is the one events may fall in).
+    gap_next: usize,
+    /// A task has been running since this time in the current gap.
+    running_since: Option<u64>,
+}
+
+/// No task ran after an idle exit (yet).
+const NO_TASK: i32 = -1;
+
+/// What the CPU did between one idle exit and its next idle entry, as the walk finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct After {
+    /// The first task that ran (`NO_TASK`: none).
+    pid: i32,
+    /// Time tasks ran in the gap.
+    run_ns: u64,
+}
+
+impl Default for After {
+    fn default() -> Self {
+        After {
+            pid: NO_TASK,
+            run_ns: 0,
+        }
+    }
+}
+
+/// What the CPU did after one idle exit, before it idled again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Afterwards {
+    /// Only interrupt, softirq and timer handlers ran: a needless wakeup.
+    Needless,
+    /// A task ran: the first one, and how long tasks ran before the CPU idled again.
+    Task { task: String, pid: i32, run_ns: u64 },
+    /// The trace ended before the CPU idled again, and no task had run.
+    Unfinished,
+    /// The CPU's idle periods are idle-task periods (no `cpu_idle`): each ends when a task
+    /// runs, so an exit after which only handlers ran is not seen at all.
+    Undecidable,
+}
+
+/// One idle exit and what followed it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exit {
+    pub cpu: u32,
+    /// The idle period's start and end (the exit).
+    pub idle_start: u64,
+    pub exit: u64,
+    /// The CPU's next idle entry (None: not within the trace).
+    pub next_idle: Option<u64>,
+    pub cause: Cause,
+    /// The cause's originator (IPI sender task, polling waker), if known.
+    pub origin: Option<String>,
+    pub afterwards: Afterwards,
+}
+
+/// Sums over idle exits: how many, how many needless, the idle time those cut short and
+/// the busy time they cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct NeedlessSum {
+    pub exits: u64,
+    pub needless: u64,
+    /// Lengths of the idle periods that needless exits ended.
+    pub cut_idle_ns: u64,
+    /// Time from each needless exit to the next idle entry (handlers only).
+    pub busy_ns: u64,
+}
+
+impl std::ops::AddAssign for NeedlessSum {
+    fn add_assign(&mut self, o: NeedlessSum) {
+        self.exits += o.exits;
+        self.needless += o.needless;
+        self.cut_idle_ns += o.cut_idle_ns;
+        self.busy_ns += o.busy_ns;
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -222,6 +313,30 @@ pub struct CauseRow {
     pub share: f64,
     /// The most frequent originator (IPI sender task, polling waker), with its count.
     pub origin: Option<(String, u64)>,
+    /// Needless exits among those whose sequel could be decided (`needless.exits` of them).
+    pub needless: NeedlessSum,
+}
+
+/// Idle exits of one originator on one CPU (CPU `u32::MAX`: all CPUs).
+#[derive(Debug, Clone, Serialize)]
+pub struct OriginRow {
+    pub cpu: u32,
+    pub origin: String,
+    pub exits: u64,
+    pub needless: NeedlessSum,
+}
+
+/// What ran after a CPU's idle exits: a task (by its first task after the exit) or nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct AfterRow {
+    pub cpu: u32,
+    /// The task (`comm:pid`); None: no task, only handlers (needless exits).
+    pub task: Option<String>,
+    pub exits: u64,
+    /// Time tasks ran after those exits, before the CPU idled again.
+    pub run_ns: u64,
+    /// Time from those exits to the next idle entry.
+    pub busy_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -231,6 +346,10 @@ pub struct CpuRow {
     pub exits: u64,
     pub per_s: f64,
     pub by_kind: BTreeMap<CauseKind, u64>,
+    /// Needless exits; None where they cannot be seen (idle-task periods, no `cpu_idle`).
+    pub needless: Option<NeedlessSum>,
+    /// Needless exits per second (None as above).
+    pub needless_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -249,6 +368,10 @@ pub struct WakeupsReport {
     /// Sorted by CPU, then exits (descending); CPU `u32::MAX` rows are all CPUs together.
     pub causes: Vec<CauseRow>,
     pub wakers: Vec<WakerRow>,
+    /// Originators of idle exits and their needless exits, by CPU then exits (descending).
+    pub origins: Vec<OriginRow>,
+    /// What ran after idle exits, per CPU, most frequent first (at most `top` a CPU).
+    pub after: Vec<AfterRow>,
     pub notes: Vec<String>,
 }
 
@@ -308,6 +431,8 @@ pub struct WakeDetails {
     pub inner: BTreeMap<u32, Vec<(u32, u64)>>,
     /// `sched_waking` counts by (waker pid, wakee pid), idle target or not.
     pub pairs: Vec<((i32, i32), u64)>,
+    /// Every idle exit and what followed it (only when asked for, by [`exits`]).
+    pub exits: Vec<Exit>,
 }
 
 fn task(trace: &Trace, pid: i32) -> String {
@@ -381,7 +506,13 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<WakeupsReport, Missing> 
 
 /// The wakeups analysis over already computed idle periods.
 pub fn analyze_with(trace: &Trace, opts: &Options, p: &Periods) -> Result<WakeupsReport, Missing> {
-    walk(trace, opts, p, false).map(|r| r.0)
+    walk(trace, opts, p, false, false).map(|r| r.0)
+}
+
+/// Every idle exit of the trace (periods `p`), its cause, and what the CPU did after it
+/// before it idled again: the same walk as the report's.
+pub fn exits(trace: &Trace, opts: &Options, p: &Periods) -> Result<Vec<Exit>, Missing> {
+    walk(trace, opts, p, false, true).map(|r| r.1.exits)
 }
 
 /// The wakeups analysis with each period's wake as the replay needs it (request time,
@@ -391,7 +522,7 @@ pub fn analyze_detailed(
     opts: &Options,
     p: &Periods,
 ) -> Result<(WakeupsReport, WakeDetails), Missing> {
-    walk(trace, opts, p, true)
+    walk(trace, opts, p, true, false)
 }
 
 fn walk(
@@ -399,6 +530,7 @@ fn walk(
     opts: &Options,
     p: &Periods,
     detail: bool,
+    want_exits: bool,
 ) -> Result<(WakeupsReport, WakeDetails), Missing> {
     let mut kinds: Vec<Option<Ev>> = Vec::new();
     let mut vec_names: Vec<String> = Vec::new();
@@ -431,10 +563,13 @@ fn walk(
         .map(|n| IPI_VECTORS.contains(&n.as_str()))
         .collect();
     let sources = [Ev::LocalTimer, Ev::Hrtimer, Ev::Irq, Ev::ArmIpi, Ev::NoIpi];
-    if !kinds
-        .iter()
-        .flatten()
-        .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
+    // Without wake sources the report cannot say what woke the CPUs; the exits list still
+    // says what followed each exit (with an unknown cause).
+    if !want_exits
+        && !kinds
+            .iter()
+            .flatten()
+            .any(|k| sources.contains(k) || matches!(k, Ev::Vector(_)))
     {
         return Err(missing_sources());
     }
@@ -453,6 +588,8 @@ fn walk(
     let f_wk_target = fld("sched", "sched_waking", "target_cpu");
     let f_wk_comm = fld("sched", "sched_waking", "comm");
     let f_wk_pid = fld("sched", "sched_waking", "pid");
+    let sw_id = trace.event_id("sched", "sched_switch");
+    let f_next = fld("sched", "sched_switch", "next_pid");
 
     let cpus: Vec<u32> = p.by_cpu.keys().copied().collect();
     let ncpu = cpus.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
@@ -460,6 +597,22 @@ fn walk(
         .map(|c| p.by_cpu.get(&c).map(|v| v.as_slice()).unwrap_or(&[]))
         .collect();
     let mut st: Vec<CpuState> = (0..ncpu).map(|_| CpuState::default()).collect();
+    // Needless exits can be seen only where periods come from cpu_idle: an idle-task period
+    // ends when a task runs. Per period: what ran after its end, before the next one.
+    let decide: Vec<bool> = (0..ncpu as u32)
+        .map(|c| p.source.get(&c) == Some(&Source::CpuIdle))
+        .collect();
+    let mut after: Vec<Vec<After>> = periods
+        .iter()
+        .zip(&decide)
+        .map(|(ps, &d)| {
+            if d {
+                vec![After::default(); ps.len()]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
     // Per period: its cause as an index into `keys` (NONE until found) and the cause's
     // originator (NO_ORIGIN when none): 8 bytes a period, as fresh memory is dear.
     let mut keys = Interner::default();
@@ -497,6 +650,41 @@ fn walk(
     let mut seen_sources = 0u64;
     for i in 0..ev.len() {
         ev.prefetch_ahead(i);
+        // What the logging CPU does after its idle exits: a task's event, or a switch to a
+        // task, between an exit and the next idle entry means a task ran.
+        let oc = ev.cpu[i] as usize;
+        if decide.get(oc) == Some(&true) {
+            let (ps, ts, s) = (periods[oc], ev.ts[i], &mut st[oc]);
+            while s.gap_next < ps.len() && ps[s.gap_next].end <= ts {
+                if let (Some(t), Some(g)) = (s.running_since.take(), s.gap_next.checked_sub(1)) {
+                    after[oc][g].run_ns += ps[s.gap_next].start.saturating_sub(t);
+                }
+                s.gap_next += 1;
+            }
+            if let Some(g) = s.gap_next.checked_sub(1) {
+                if ps.get(g + 1).is_none_or(|q| ts < q.start) {
+                    let a = &mut after[oc][g];
+                    let pid = ev.pid[i];
+                    if pid != 0 {
+                        if a.pid == NO_TASK {
+                            a.pid = pid;
+                        }
+                        s.running_since.get_or_insert(ts);
+                    }
+                    if let (true, Some(f)) = (Some(ev.id[i]) == sw_id, f_next) {
+                        let next = trace.i64_at(i, f) as i32;
+                        if next != 0 {
+                            if a.pid == NO_TASK {
+                                a.pid = next;
+                            }
+                            s.running_since.get_or_insert(ts);
+                        } else if let Some(t) = s.running_since.take() {
+                            a.run_ns += ts - t;
+                        }
+                    }
+                }
+            }
+        }
         if detail && ev.pid[i] != 0 {
             // A task's event: the resume of the CPU's periods that ended before it.
             let oc = ev.cpu[i] as usize;
@@ -596,7 +784,7 @@ fn walk(
                     (Some(fc), Some(fp)) => (until_nul(trace.bytes_at(i, fc)), trace.i64_at(i, fp)),
                     _ => (&b"?"[..], i64::MIN),
                 };
-                wakers[c as usize].add((ev.pid[i], wakee.0, wakee.1));
+                wakers[c as usize].add((ev.pid[i], wakee.0, wakee.1), 1);
             }
             continue;
         }
@@ -687,8 +875,19 @@ fn walk(
         }
     }
 
-    if seen_sources == 0 {
+    if seen_sources == 0 && !want_exits {
         return Err(missing_sources());
+    }
+    // A task still running at the next idle entry (or the trace's end).
+    for c in 0..ncpu {
+        if let (true, Some(t), Some(g)) = (
+            decide[c],
+            st[c].running_since.take(),
+            st[c].gap_next.checked_sub(1),
+        ) {
+            let end = periods[c].get(g + 1).map_or(p.t1, |q| q.start);
+            after[c][g].run_ns += end.saturating_sub(t);
+        }
     }
     // Aggregate.
     let secs = (p.span() as f64 / 1e9).max(1e-9);
@@ -725,58 +924,147 @@ fn walk(
     // Count by (cpu, key) first; distinct keys become causes (and merge) once, into their
     // CPU's row and the all-CPUs row.
     let unknown = keys.id(0, Key::Unknown);
-    let mut by_key: FxHashMap<(u32, Key), (u64, FxHashMap<i32, u64>)> = FxHashMap::default();
+    let mut by_key: FxHashMap<(u32, Key), (Tally, FxHashMap<i32, Tally>)> = FxHashMap::default();
     let mut cpu_rows = Vec::new();
+    // Per CPU, what ran after its exits: first task (NO_TASK: none) → (exits, run, busy).
+    let mut after_rows: Vec<AfterRow> = Vec::new();
+    let mut exit_list = Vec::new();
     for &c in &cpus {
-        let ps = periods[c as usize];
+        let ci = c as usize;
+        let ps = periods[ci];
         let mut exits = 0;
-        // (cause, origin) → count, by runs: one CPU's exits mostly repeat one cause.
-        let mut counts: Counter<(u32, i32)> = Counter::default();
-        for ((q, &cause), &origin) in ps.iter().zip(&causes[c as usize]).zip(&origins[c as usize]) {
+        let mut sum = NeedlessSum::default();
+        // (cause, origin) → tally, by runs: one CPU's exits mostly repeat one cause.
+        let mut counts: Counter<(u32, i32), Tally> = Counter::default();
+        let mut ran: FxHashMap<i32, (u64, u64, u64)> = FxHashMap::default();
+        for (k, ((q, &cause), &origin)) in ps.iter().zip(&causes[ci]).zip(&origins[ci]).enumerate()
+        {
             if q.open_end {
                 continue;
             }
             exits += 1;
-            counts.add((if cause == NONE { unknown } else { cause }, origin));
-        }
-        for ((cause, origin), n) in counts.finish() {
-            let e = by_key.entry((c, keys.keys[cause as usize])).or_default();
-            e.0 += n;
-            if origin != NO_ORIGIN {
-                *e.1.entry(origin).or_default() += n;
+            let next = ps.get(k + 1).map(|n| n.start);
+            let (t, afterwards) = match (decide[ci], after.get(ci).and_then(|v| v.get(k)), next) {
+                (false, ..) | (true, None, _) => (
+                    Tally {
+                        n: 1,
+                        ..Tally::default()
+                    },
+                    None,
+                ),
+                (true, Some(a), _) if a.pid != NO_TASK => {
+                    let busy = next.unwrap_or(p.t1).saturating_sub(q.end);
+                    let e = ran.entry(a.pid).or_default();
+                    *e = (e.0 + 1, e.1 + a.run_ns, e.2 + busy);
+                    let s = NeedlessSum {
+                        exits: 1,
+                        ..NeedlessSum::default()
+                    };
+                    (Tally { n: 1, s }, Some(*a))
+                }
+                (true, Some(_), None) => (
+                    Tally {
+                        n: 1,
+                        ..Tally::default()
+                    },
+                    None,
+                ),
+                (true, Some(a), Some(n)) => {
+                    let s = NeedlessSum {
+                        exits: 1,
+                        needless: 1,
+                        cut_idle_ns: q.len(),
+                        busy_ns: n - q.end,
+                    };
+                    let e = ran.entry(NO_TASK).or_default();
+                    *e = (e.0 + 1, e.1, e.2 + s.busy_ns);
+                    (Tally { n: 1, s }, Some(*a))
+                }
+            };
+            sum += t.s;
+            let cause = if cause == NONE { unknown } else { cause };
+            counts.add((cause, origin), t);
+            if want_exits {
+                exit_list.push(Exit {
+                    cpu: c,
+                    idle_start: q.start,
+                    exit: q.end,
+                    next_idle: next,
+                    cause: resolve(&keys.keys[cause as usize]),
+                    origin: (origin != NO_ORIGIN).then(|| task(trace, origin)),
+                    afterwards: match afterwards {
+                        _ if !decide[ci] => Afterwards::Undecidable,
+                        None => Afterwards::Unfinished,
+                        Some(a) if a.pid == NO_TASK => Afterwards::Needless,
+                        Some(a) => Afterwards::Task {
+                            task: task(trace, a.pid),
+                            pid: a.pid,
+                            run_ns: a.run_ns,
+                        },
+                    },
+                });
             }
         }
+        for ((cause, origin), t) in counts.finish() {
+            let e = by_key.entry((c, keys.keys[cause as usize])).or_default();
+            e.0 += t;
+            if origin != NO_ORIGIN {
+                *e.1.entry(origin).or_default() += t;
+            }
+        }
+        let mut rows: Vec<AfterRow> = ran
+            .into_iter()
+            .map(|(pid, (n, run, busy))| AfterRow {
+                cpu: c,
+                task: (pid != NO_TASK).then(|| task(trace, pid)),
+                exits: n,
+                run_ns: run,
+                busy_ns: busy,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.exits.cmp(&a.exits).then(a.task.cmp(&b.task)));
+        rows.truncate(opts.top());
+        after_rows.extend(rows);
+        let d = decide[ci];
         cpu_rows.push(CpuRow {
             cpu: c,
             source: p.source.get(&c).copied().unwrap_or(Source::None),
             exits,
             per_s: exits as f64 / secs,
             by_kind: BTreeMap::new(),
+            needless: d.then_some(sum),
+            needless_per_s: d.then(|| sum.needless as f64 / secs),
         });
     }
     let mut names: FxHashMap<Key, Cause> = FxHashMap::default();
-    let mut rows: BTreeMap<(u32, Cause), (u64, HashMap<String, u64>)> = BTreeMap::new();
-    for ((cpu, key), (n, origins)) in by_key {
+    let mut rows: BTreeMap<(u32, Cause), (Tally, HashMap<String, Tally>)> = BTreeMap::new();
+    let mut by_origin: BTreeMap<(u32, String), Tally> = BTreeMap::new();
+    for ((cpu, key), (t, origins)) in by_key {
         let cause = names.entry(key).or_insert_with(|| resolve(&key)).clone();
         if let Some(r) = cpu_rows.iter_mut().find(|r| r.cpu == cpu) {
-            *r.by_kind.entry(cause.kind).or_default() += n;
+            *r.by_kind.entry(cause.kind).or_default() += t.n;
         }
-        let origins: Vec<(String, u64)> = origins
+        let origins: Vec<(String, Tally)> = origins
             .into_iter()
             .map(|(pid, m)| (task(trace, pid), m))
             .collect();
+        for (name, m) in &origins {
+            for c in [cpu, u32::MAX] {
+                *by_origin.entry((c, name.clone())).or_default() += *m;
+            }
+        }
         for row in [(cpu, cause.clone()), (u32::MAX, cause)] {
             let e = rows.entry(row).or_default();
-            e.0 += n;
+            e.0 += t;
             for (name, m) in &origins {
-                *e.1.entry(name.clone()).or_default() += m;
+                *e.1.entry(name.clone()).or_default() += *m;
             }
         }
     }
     let total: u64 = cpu_rows.iter().map(|r| r.exits).sum();
     let mut causes_out: Vec<CauseRow> = rows
         .into_iter()
-        .map(|((cpu, cause), (n, origins))| {
+        .map(|((cpu, cause), (t, origins))| {
             let denom = if cpu == u32::MAX {
                 total
             } else {
@@ -787,17 +1075,34 @@ fn walk(
             };
             let origin = origins
                 .into_iter()
+                .map(|(o, m)| (o, m.n))
                 .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
             CauseRow {
                 cpu,
                 cause,
-                exits: n,
-                per_s: n as f64 / secs,
-                share: n as f64 / denom.max(1) as f64,
+                exits: t.n,
+                per_s: t.n as f64 / secs,
+                share: t.n as f64 / denom.max(1) as f64,
                 origin,
+                needless: t.s,
             }
         })
         .collect();
+    let mut origins_out: Vec<OriginRow> = by_origin
+        .into_iter()
+        .map(|((cpu, origin), t)| OriginRow {
+            cpu,
+            origin,
+            exits: t.n,
+            needless: t.s,
+        })
+        .collect();
+    origins_out.sort_by(|a, b| {
+        a.cpu
+            .cmp(&b.cpu)
+            .then(b.exits.cmp(&a.exits))
+            .then(a.origin.cmp(&b.origin))
+    });
     causes_out.sort_by(|a, b| {
         a.cpu
             .cmp(&b.cpu)
@@ -829,10 +1134,24 @@ fn walk(
     });
     wk.truncate(opts.top());
     let mut notes = p.notes.clone();
+    let undecided: Vec<u32> = cpu_rows
+        .iter()
+        .filter(|r| r.needless.is_none())
+        .map(|r| r.cpu)
+        .collect();
     if p.source.values().any(|s| *s == Source::IdleTask) {
         notes.push(
             "wakeups on idle-task CPUs count idle-task periods (switches to and from pid 0), not every exit from the idle instruction".into(),
         );
+    }
+    if !undecided.is_empty() {
+        notes.push(format!(
+            "needless wakeups on CPU {}: not decidable: the kernel logged no cpu_idle there, so an \
+             idle period ends only when a task runs; exits after which only interrupt, softirq \
+             and timer handlers ran (needless ones) are invisible, not zero. Their causes and \
+             the tasks woken are still counted",
+            pmlab_kernel::cpulist::format_cpu_list(&undecided)
+        ));
     }
     if !kinds
         .iter()
@@ -856,6 +1175,7 @@ fn walk(
             v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             v
         },
+        exits: exit_list,
     };
     Ok((
         WakeupsReport {
@@ -863,6 +1183,8 @@ fn walk(
             cpus: cpu_rows,
             causes: causes_out,
             wakers: wk,
+            origins: origins_out,
+            after: after_rows,
             notes,
         },
         details,
@@ -904,11 +1226,33 @@ fn cpu_label(cpu: u32) -> Cell {
     }
 }
 
+/// The needless columns of a sum (empty when nothing was decidable).
+fn needless_cells(s: Option<&NeedlessSum>) -> [Cell; 4] {
+    match s {
+        Some(s) if s.exits > 0 => [
+            s.needless.into(),
+            (s.needless as f64 * 100.0 / s.exits as f64).into(),
+            (s.cut_idle_ns as f64 / 1e6).into(),
+            (s.busy_ns as f64 / 1e6).into(),
+        ],
+        _ => [Cell::Empty, Cell::Empty, Cell::Empty, Cell::Empty],
+    }
+}
+
+const NEEDLESS_COLS: [&str; 4] = [
+    "needless",
+    "needless_pct",
+    "cut_idle_ms",
+    "needless_busy_ms",
+];
+
 impl Tabular for WakeupsReport {
     fn tables(&self) -> Vec<Table> {
         let kinds = ["timer", "ipi", "irq", "polling", "unknown"];
         let mut cols = vec!["cpu", "source", "idle_exits", "exits_per_s"];
         cols.extend(kinds);
+        cols.push("needless_per_s");
+        cols.extend(NEEDLESS_COLS);
         let mut t = Table::new("wakeups_cpus", "Idle exits per CPU, by cause", &cols, 1);
         for r in &self.cpus {
             let mut row = vec![
@@ -922,24 +1266,23 @@ impl Tabular for WakeupsReport {
                     .iter()
                     .map(|k| Cell::from(r.by_kind.get(*k).copied().unwrap_or(0))),
             );
+            row.push(r.needless_per_s.into());
+            row.extend(needless_cells(r.needless.as_ref()));
             t.row(row);
         }
-        let mut c = Table::new(
-            "wakeups_causes",
-            "Who woke my idle CPUs",
-            &[
-                "cpu",
-                "cause",
-                "detail",
-                "exits",
-                "per_s",
-                "share_pct",
-                "top_origin",
-            ],
-            3,
-        );
+        let mut cols = vec![
+            "cpu",
+            "cause",
+            "detail",
+            "exits",
+            "per_s",
+            "share_pct",
+            "top_origin",
+        ];
+        cols.extend(NEEDLESS_COLS);
+        let mut c = Table::new("wakeups_causes", "Who woke my idle CPUs", &cols, 3);
         for r in &self.causes {
-            c.row(vec![
+            let mut row = vec![
                 cpu_label(r.cpu),
                 r.cause.kind.as_str().into(),
                 r.cause.detail.clone().into(),
@@ -947,6 +1290,39 @@ impl Tabular for WakeupsReport {
                 r.per_s.into(),
                 (r.share * 100.0).into(),
                 r.origin.as_ref().map(|(o, n)| format!("{o} ({n})")).into(),
+            ];
+            row.extend(needless_cells(Some(&r.needless)));
+            c.row(row);
+        }
+        let mut cols = vec!["cpu", "origin", "exits"];
+        cols.extend(NEEDLESS_COLS);
+        let mut o = Table::new(
+            "wakeups_origins",
+            "Originators of idle exits (IPI senders, polling wakers) and their needless exits",
+            &cols,
+            2,
+        );
+        for r in &self.origins {
+            let mut row = vec![cpu_label(r.cpu), r.origin.clone().into(), r.exits.into()];
+            row.extend(needless_cells(Some(&r.needless)));
+            o.row(row);
+        }
+        let mut a = Table::new(
+            "wakeups_after",
+            "What ran after idle exits, before the CPU idled again (cpu_idle CPUs)",
+            &["cpu", "then_ran", "exits", "run_ms", "busy_ms"],
+            2,
+        );
+        for r in &self.after {
+            a.row(vec![
+                r.cpu.into(),
+                r.task
+                    .clone()
+                    .unwrap_or_else(|| "(no task: handlers only, needless)".into())
+                    .into(),
+                r.exits.into(),
+                (r.run_ns as f64 / 1e6).into(),
+                (r.busy_ns as f64 / 1e6).into(),
             ]);
         }
         let mut w = Table::new(
@@ -964,7 +1340,7 @@ impl Tabular for WakeupsReport {
                 r.per_s.into(),
             ]);
         }
-        vec![t, c, w]
+        vec![t, c, o, a, w]
     }
     fn notes(&self) -> Vec<String> {
         self.notes.clone()

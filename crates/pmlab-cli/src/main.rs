@@ -34,7 +34,7 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Write a trace in another tool's format (Perfetto).
     Export(cmd::export::Args),
-    /// Analyses of a trace: idle, wakeups, hotplug, sched, freq, energy.
+    /// Analyses of a trace: idle, wakeups (needless ones too), kicks, hotplug, sched, freq, energy.
     Analyze(cmd::analyze::Args),
     /// Compare two configurations on one workload, statistically.
     Compare(cmd::compare::Args),

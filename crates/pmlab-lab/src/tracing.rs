@@ -1,7 +1,8 @@
 //! `--trace`: a [`SideSource`] that records each run's measured part with
 //! `pmlab_trace::record::Recorder` into a trace.dat file next to the result store
 //! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports side metrics from it:
-//! recording counts, and idle share/entries and idle exits by cause (pmlab-analysis).
+//! recording counts, and idle share/entries, idle exits by cause and needless exits per CPU
+//! (pmlab-analysis).
 
 use crate::executor::RunContext;
 use crate::machine::SideSource;
@@ -187,6 +188,22 @@ pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
         for c in &w.cpus {
             out.push(n("trace.wakeups.per_s".into(), c.per_s, "/s").on_cpu(c.cpu));
         }
+        // Needless exits (no task ran before the next idle entry): only on CPUs where they
+        // can be seen (cpu_idle logged), never a silent 0 on the others; the total only
+        // when every CPU can be seen.
+        let mut all = Some(0.0);
+        for c in &w.cpus {
+            match c.needless_per_s {
+                Some(v) => {
+                    all = all.map(|a| a + v);
+                    out.push(n("trace.wakeups.needless.per_s".into(), v, "/s").on_cpu(c.cpu));
+                }
+                None => all = None,
+            }
+        }
+        if let Some(v) = all.filter(|_| !w.cpus.is_empty()) {
+            out.push(n("trace.wakeups.needless.per_s".into(), v, "/s"));
+        }
     }
     out
 }
@@ -213,5 +230,27 @@ mod tests {
         assert!(traces_dir(Path::new("a.db")).is_absolute());
         assert_eq!(safe("poll ns=200us/x"), "poll_ns_200us_x");
         assert_eq!(safe(""), "run");
+    }
+
+    /// Needless wakeups per second where they can be seen: CPU 0 of the haltpoll fixture
+    /// logs cpu_idle; CPU 1 does not, so it has no needless metric (not a 0), and there is
+    /// no all-CPUs total either.
+    #[test]
+    fn needless_side_metric_only_where_decidable() {
+        let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/haltpoll_pipe_off.dat");
+        let m = analysis_metrics(&f);
+        let needless: Vec<&Metric> = m
+            .iter()
+            .filter(|m| m.name == "trace.wakeups.needless.per_s")
+            .collect();
+        assert_eq!(needless.len(), 1, "{needless:?}");
+        assert_eq!(needless[0].cpu, Some(0));
+        // 44 needless exits of CPU 0 in the trace's 1.3116 s
+        assert!(
+            (needless[0].value - 44.0 / 1.311579).abs() < 0.5,
+            "{}",
+            needless[0].value
+        );
     }
 }

@@ -375,7 +375,7 @@ fn open(py: Python<'_>, path: PathBuf) -> PyResult<Trace> {
 }
 
 /// The tables `pmlab analyze --export` writes, by name, as Arrow tables. `only` selects
-/// analyses (idle, wakeups, hotplug, sched, freq, energy, haltpoll); default all.
+/// analyses (idle, wakeups, hotplug, sched, freq, energy, haltpoll, whatif, kicks); default all.
 #[pyfunction]
 #[pyo3(signature = (path, only=None))]
 fn analyze<'py>(

@@ -1,4 +1,4 @@
-//! `pmlab analyze`: run the trace analyses (idle, wakeups, hotplug, sched, freq, energy,
+//! `pmlab analyze`: run the trace analyses (idle, wakeups, kicks, hotplug, sched, freq, energy,
 //! haltpoll, counter cross-check) over one trace file and print tables, JSON, CSV files, or the
 //! differences against a baseline trace.
 
@@ -38,7 +38,7 @@ cross-check of trace idle time against the kernel's counters.
 pub struct Args {
     /// Trace file (trace.dat v6/v7).
     file: PathBuf,
-    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif (default: all).
+    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif,kicks (default: all).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     only: Vec<String>,
     /// Only these CPUs (e.g. 0-3,6).

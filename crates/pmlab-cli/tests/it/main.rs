@@ -23,6 +23,7 @@ mod interrupt;
 mod knob;
 mod lab;
 mod lineup;
+mod needless;
 mod observer;
 mod perfetto;
 mod placement;

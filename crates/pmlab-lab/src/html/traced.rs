@@ -13,6 +13,40 @@ use pmlab_analysis::replay::{self, WhatifReport};
 use pmlab_analysis::wakeups::WakeupsReport;
 use std::fmt::Write;
 
+/// The share of decided exits that were needless (no task ran before the next idle entry);
+/// empty where none could be decided (idle-task CPUs).
+fn needless_pct(n: &pmlab_analysis::wakeups::NeedlessSum) -> String {
+    if n.exits == 0 {
+        String::new()
+    } else {
+        format!("{:.1}", n.needless as f64 * 100.0 / n.exits as f64)
+    }
+}
+
+/// One sentence per CPU: needless wakeups per second, or why they cannot be seen there.
+fn needless_line(wr: &WakeupsReport) -> String {
+    let parts: Vec<String> = wr
+        .cpus
+        .iter()
+        .map(|c| match (&c.needless, c.needless_per_s) {
+            (Some(n), Some(v)) => format!(
+                "cpu{}: <b>{}</b>/s ({} of {} exits, {:.2} ms of idle cut short)",
+                c.cpu,
+                fmt_num(v),
+                n.needless,
+                c.exits,
+                n.cut_idle_ns as f64 / 1e6
+            ),
+            _ => format!("cpu{}: not visible (no cpu_idle events)", c.cpu),
+        })
+        .collect();
+    // Numbers and fixed words only: nothing to escape.
+    format!(
+        "<p>Needless wakeups (no task ran before the CPU idled again): {}.</p>",
+        parts.join("; ")
+    )
+}
+
 /// The analyses of one traced run.
 pub struct Traced {
     pub path: String,
@@ -146,10 +180,12 @@ pub fn section(label: &str, t: &Traced) -> String {
                         .as_ref()
                         .map(|(o, n)| format!("{o} ({n})"))
                         .unwrap_or_default(),
+                    needless_pct(&c.needless),
                 ]
             })
             .take(40)
             .collect();
+        s.push_str(&needless_line(wr));
         s.push_str(&table::plain(
             &[
                 "CPU",
@@ -157,6 +193,7 @@ pub fn section(label: &str, t: &Traced) -> String {
                 "per s",
                 "% of exits",
                 "top originator",
+                "% needless",
             ],
             &rows,
         ));
