@@ -353,7 +353,7 @@ fn ctrl_c_stops_a_stream_meter_and_restores_knobs() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!processes_with(&needle).is_empty(), "the meter runs");
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::util::kill(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(

@@ -281,7 +281,6 @@ fn record(file: &Path, args: &[&str]) {
 fn live() -> bool {
     if !is_root() || !Path::new("/sys/kernel/tracing/events/power/cpu_idle").exists() {
         skip!("needs root and tracefs with power:cpu_idle");
-        return false;
     }
     true
 }

@@ -60,7 +60,8 @@ it_test!(readme_compare_concludes_the_same_quiet_and_under_load);
 /// "B faster" within 10 runs a side, and the effects agree within 10 points.
 fn readme_compare_concludes_the_same_quiet_and_under_load() {
     if !is_root() || cpuidle_driver() != "haltpoll" {
-        skip!("needs root and the haltpoll cpuidle driver (this boot: {})",
+        skip!(
+            "needs root and the haltpoll cpuidle driver (this boot: {})",
             cpuidle_driver()
         );
     }
