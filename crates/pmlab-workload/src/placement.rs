@@ -42,8 +42,10 @@ impl std::fmt::Display for Placement {
 /// The metric a run's regime is read from: the share of round trips with both sides on one CPU.
 pub const SAME_CPU_SHARE: &str = "same_cpu_share";
 
-/// At or above this share a run measured one CPU; at or below `1 -` it, two.
+/// At or above this share a run measured one CPU.
 const ONE_REGIME: f64 = 0.9;
+/// At or below this share a run measured two CPUs.
+const TWO_REGIME: f64 = 0.1;
 
 /// Which regime a run measured.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,7 +64,7 @@ impl Regime {
     pub fn of_share(share: f64) -> Regime {
         if share >= ONE_REGIME {
             Regime::OneCpu
-        } else if share <= 1.0 - ONE_REGIME {
+        } else if share <= TWO_REGIME {
             Regime::TwoCpus
         } else {
             Regime::Switching
