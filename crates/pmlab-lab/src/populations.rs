@@ -293,7 +293,11 @@ fn fix_hint(a: &Population, b: &Population) -> String {
         .or(b.regimes.first())
         .and_then(|g| g.regime)
         .and_then(|r| r.placement());
-    let named = a.regimes.iter().chain(&b.regimes).any(|g| g.regime.is_some());
+    let named = a
+        .regimes
+        .iter()
+        .chain(&b.regimes)
+        .any(|g| g.regime.is_some());
     match main {
         Some(p) => format!("; pin with --placement {p}"),
         None if named => "; pin with --placement spread or same".into(),
