@@ -10,7 +10,6 @@
 
 use pmlab_kernel::{Direction, Metric};
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
@@ -238,8 +237,14 @@ static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Kill every running stream meter (the signal path calls this before exiting).
 pub fn kill_live() {
     for pgid in LIVE.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-        // SAFETY: kill(2) on a process group we created.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        signal_group(pgid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Send `sig` to process group `pgid` (> 0); a group already gone is not an error.
+fn signal_group(pgid: i32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, sig);
     }
 }
 
@@ -270,13 +275,18 @@ impl Stream {
                 source,
             })?;
         let out = child.stdout.take().expect("piped stdout");
-        let fd = out.as_raw_fd();
-        // SAFETY: fcntl on a pipe we own; failure of F_SETPIPE_SZ leaves the default size.
-        unsafe {
-            libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE);
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
-        }
+        // A failed resize leaves the default size; non-blocking so a drain never waits.
+        let _ = rustix::pipe::fcntl_setpipe_size(&out, PIPE_SIZE as usize);
+        let flags = rustix::fs::fcntl_getfl(&out).map_err(|e| MeterError::Start {
+            command: command.into(),
+            source: e.into(),
+        })?;
+        rustix::fs::fcntl_setfl(&out, flags | rustix::fs::OFlags::NONBLOCK).map_err(|e| {
+            MeterError::Start {
+                command: command.into(),
+                source: e.into(),
+            }
+        })?;
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(child.id() as i32);
@@ -363,13 +373,13 @@ impl Stream {
                     when,
                 });
             }
-            let mut pfd = libc::pollfd {
-                fd: self.out.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let mut pfd = [PollFd::new(&self.out, PollFlags::IN)];
+            let ts = Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos().max(1) as i64,
             };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut pfd, 1, left.as_millis().max(1) as i32) };
+            let _ = poll(&mut pfd, Some(&ts));
         }
     }
 
@@ -417,8 +427,7 @@ impl Drop for Stream {
     /// SIGINT to the meter's group, then SIGKILL after a second; always reaped.
     fn drop(&mut self) {
         let pgid = self.child.id() as i32;
-        // SAFETY: kill(2) on the process group we created.
-        unsafe { libc::kill(-pgid, libc::SIGINT) };
+        signal_group(pgid, rustix::process::Signal::INT);
         let deadline = Instant::now() + Duration::from_secs(1);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -426,8 +435,7 @@ impl Drop for Stream {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        // SAFETY: as above; harmless when the group is gone.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        signal_group(pgid, rustix::process::Signal::KILL);
         let _ = self.child.wait();
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -776,8 +784,9 @@ mod tests {
         assert!((j - exact).abs() < exact * 0.01, "{j} vs {exact}");
         assert!(get("meter.sample_hz") > 10.0);
         drop(m);
-        // SAFETY: signal 0 only probes.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        let alive =
+            rustix::process::test_kill_process(rustix::process::Pid::from_raw(pid).expect("a pid"))
+                .is_ok();
         assert!(!alive, "the meter was stopped and reaped");
     }
 }
