@@ -19,7 +19,9 @@ export PMLAB_TEST_SKIP_LOG="$logs/skips"
 # How many tests were skipped and why, printed however the run ends: the `ignored` counts of
 # cargo test's closing lines, pytest's `skipped`, and the reasons the harness and pytest gave.
 summary() {
-  local rust py
+  local status=$? rust py
+  # A count that finds nothing (no pytest skip) must not turn a passing run into a failure.
+  set +e +o pipefail
   rust=$(sed -nE 's/^test result: .* ([0-9]+) ignored;.*/\1/p' "$logs/cargo" 2>/dev/null | awk '{s += $1} END {print s + 0}')
   py=$(grep -oE '[0-9]+ skipped' "$logs/pytest" 2>/dev/null | tail -1 | cut -d' ' -f1)
   echo "skipped: $((rust + ${py:-0}))"
@@ -28,6 +30,7 @@ summary() {
   sed -nE 's/^test (.*) \.\.\. ignored, (.*)$/  \1: \2/p' "$logs/cargo" 2>/dev/null
   sed -nE 's/^SKIPPED \[[0-9]+\] (.*)$/  pytest: \1/p' "$logs/pytest" 2>/dev/null
   rm -rf "$logs"
+  exit "$status"
 }
 trap summary EXIT
 cargo test --release --workspace -- --test-threads=1 | tee "$logs/cargo"
