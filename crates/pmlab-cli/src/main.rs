@@ -98,8 +98,8 @@ fn main() {
         // SAFETY: resetting one signal's disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    pmlab_lab::remote::hang_up_on_eof();
-    pmlab_lab::remote::repair_dead_journals();
+    pmlab_remote::hang_up_on_eof();
+    pmlab_remote::repair_dead_journals();
     // tracefs instances of pmlab processes killed by SIGKILL go with the next command.
     pmlab_kernel::tracefs::sweep_stale_quietly();
     let result = match cli.command {

@@ -36,7 +36,7 @@ pub enum ExecError {
     Knob(#[from] KnobError),
     /// The hotplug lab's machine (CPUs, loaders, cgroups, tracer).
     #[error(transparent)]
-    Hotplug(#[from] crate::hotplug::HotplugError),
+    Hotplug(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Which hook a command is.

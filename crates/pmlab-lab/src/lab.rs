@@ -331,37 +331,4 @@ impl Lab {
             Err(e) => Err(e.into()),
         }
     }
-
-    /// The hotplug latency lab through the protocol into `store`, stopping on the lab's
-    /// stop token.
-    pub fn hotplug(
-        &self,
-        mut opts: crate::hotplug::LabOptions,
-        store: &mut Store,
-        command: &str,
-        progress: &mut dyn crate::hotplug::lab::Progress,
-    ) -> Result<crate::hotplug::LabResult, crate::hotplug::HotplugError> {
-        opts.stop = self.stop_token();
-        crate::hotplug::run_lab(&opts, store, command, progress)
-    }
-
-    /// The hotplug fault-injection walk, stopping on the lab's stop token.
-    pub fn hotplug_inject(
-        &self,
-        mut opts: crate::hotplug::InjectOptions,
-        progress: &mut dyn crate::hotplug::lab::Progress,
-    ) -> Result<crate::hotplug::inject::InjectResult, crate::hotplug::HotplugError> {
-        opts.stop = self.stop_token();
-        crate::hotplug::run_inject(&opts, progress)
-    }
-
-    /// The study, stopping on the lab's stop token.
-    pub fn study(
-        &self,
-        mut opts: crate::study::Options,
-        host: &mut dyn crate::study::Host,
-    ) -> Result<crate::study::Outcome, crate::study::StudyError> {
-        opts.stop = self.stop_token();
-        crate::study::run(&opts, host)
-    }
 }

@@ -34,15 +34,7 @@ pub struct TraceSource {
     last: Option<PathBuf>,
 }
 
-/// The trace directory of a store: `pmlab.db` → `pmlab.db.traces` beside it.
-pub fn traces_dir(db: &Path) -> PathBuf {
-    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
-    let name = abs
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "pmlab.db".into());
-    abs.with_file_name(format!("{name}.traces"))
-}
+pub use crate::store::traces_dir;
 
 impl TraceSource {
     /// Check that tracing is possible (tracefs found or mountable) before any run.

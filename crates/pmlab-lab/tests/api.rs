@@ -8,8 +8,8 @@ mod harness;
 
 use pmlab_lab::executor::{FakeExecutor, FakeSpec};
 use pmlab_lab::protocol::{run_experiment, Silent, StopReason};
-use pmlab_lab::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
-use pmlab_lab::store::Store;
+use pmlab_store::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
+use pmlab_store::store::Store;
 use std::sync::atomic::AtomicBool;
 
 fn experiment() -> Experiment {
@@ -93,7 +93,7 @@ fn same_seed_same_schedule_and_values() {
     let mut store = Store::open(&dir.path().join("api.db")).unwrap();
     let (a, b) = (run_fake(&mut store, 11), run_fake(&mut store, 11));
     let (a, b) = (store.load(a).unwrap(), store.load(b).unwrap());
-    let schedule = |e: &pmlab_lab::store::StoredExperiment| {
+    let schedule = |e: &pmlab_store::store::StoredExperiment| {
         e.runs
             .iter()
             .map(|r| (r.round, r.configuration, r.warmup))

@@ -497,11 +497,11 @@ fn results<'py>(py: Python<'py>, db: PathBuf) -> PyResult<Bound<'py, PyDict>> {
                 db.display()
             )));
         }
-        let store = pmlab_lab::store::Store::open(&db).map_err(|e| py_err(&e))?;
+        let store = pmlab_store::store::Store::open(&db).map_err(|e| py_err(&e))?;
         let mut per: BTreeMap<&'static str, Vec<pmlab_analysis::parquet::Table>> = BTreeMap::new();
         for info in store.list().map_err(|e| py_err(&e))? {
             let e = store.load(info.id).map_err(|e| py_err(&e))?;
-            for (name, t) in pmlab_lab::export::parquet_tables(&e) {
+            for (name, t) in pmlab_store::export::parquet_tables(&e) {
                 per.entry(name).or_default().push(t);
             }
         }

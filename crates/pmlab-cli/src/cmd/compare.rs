@@ -2,7 +2,7 @@
 //! repeated until the answer is clear, with a verdict.
 
 use super::run_spec::{execute, ExperimentOpts};
-use pmlab_lab::spec::{Configuration, Experiment, Kind, WorkloadDef};
+use pmlab_store::spec::{Configuration, Experiment, Kind, WorkloadDef};
 
 const EXAMPLES: &str = "\
 Examples:

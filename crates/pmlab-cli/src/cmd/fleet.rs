@@ -38,7 +38,7 @@ pub enum Sub {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Sub::Report { dirs, output, json } => {
-            let r = pmlab_lab::html::fleet::write(&dirs, &output)?;
+            let r = pmlab_report::html::fleet::write(&dirs, &output)?;
             if json {
                 println!(
                     "{}",

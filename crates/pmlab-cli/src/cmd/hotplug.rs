@@ -3,14 +3,14 @@
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use pmlab_lab::hotplug::lab::Progress;
-use pmlab_lab::hotplug::report::{render_inject, HotplugReport};
-use pmlab_lab::hotplug::{
-    self, check_cpus, parse_cpu_list, InjectOptions, InjectTarget, LabOptions, LoaderKind,
-    Mitigation, Paths, StateTable,
+use pmlab_hotplug::lab::Progress;
+use pmlab_hotplug::report::{render_inject, HotplugReport};
+use pmlab_hotplug::{
+    self as hotplug, check_cpus, parse_cpu_list, HotplugLab, InjectOptions, InjectTarget,
+    LabOptions, LoaderKind, Mitigation, Paths, StateTable,
 };
 use pmlab_lab::lab::Lab;
-use pmlab_lab::store::Store;
+use pmlab_store::store::Store;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
@@ -177,7 +177,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         let result = lab.hotplug_inject(opts, &mut bar)?;
         if !args.no_store {
-            let id = hotplug::store::save_inject(&args.db, &result, &command, &paths.root)
+            let id = hotplug::runs::save_inject(&args.db, &result, &command, &paths.root)
                 .with_context(|| format!("saving to {}", args.db.display()))?;
             eprintln!("pmlab: saved as experiment {id} in {}", args.db.display());
         }

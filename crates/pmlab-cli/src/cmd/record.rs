@@ -137,7 +137,7 @@ impl Args {
         super::remote::Job {
             strip_long: &["--output"],
             strip_short: &['o'],
-            bring: Some(pmlab_lab::remote::Bring {
+            bring: Some(pmlab_remote::Bring {
                 files: vec![("trace.dat".into(), self.output.clone())],
                 ..Default::default()
             }),

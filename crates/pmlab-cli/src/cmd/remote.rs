@@ -1,9 +1,9 @@
 //! `-H/--host`, `-U/--user`, `-K/--key`: run the command on another machine through
-//! `pmlab_lab::remote` (pmlab pushes itself there over OpenSSH and runs the same command
+//! `pmlab_remote` (pmlab pushes itself there over OpenSSH and runs the same command
 //! line; its output is printed here).
 
 use anyhow::{bail, Context, Result};
-use pmlab_lab::remote::{Bring, Remote, Target};
+use pmlab_remote::{Bring, Remote, Target};
 use std::ffi::OsString;
 use std::path::PathBuf;
 

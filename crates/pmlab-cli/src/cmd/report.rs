@@ -2,10 +2,10 @@
 //! findings and tables) for experiments or a study in the store.
 
 use anyhow::{bail, Context};
-use pmlab_lab::html::{self, findings::findings};
-use pmlab_lab::render::Format;
-use pmlab_lab::store::Store;
-use pmlab_lab::study::{self, record};
+use pmlab_report::html::{self, findings::findings};
+use pmlab_report::render::Format;
+use pmlab_store::store::Store;
+use pmlab_study::{self as study, record};
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\

@@ -4,9 +4,9 @@
 use super::run_spec::FormatArg;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use pmlab_lab::lineup::{self, LineUpBy};
-use pmlab_lab::report::{Report, SideSelection};
-use pmlab_lab::store::{format_time, Store, StoredExperiment};
+use pmlab_report::report::{Report, SideSelection};
+use pmlab_store::lineup::{self, LineUpBy};
+use pmlab_store::store::{format_time, Store, StoredExperiment};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -180,7 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 vec![resolve_id(&store, &id)?]
             };
             for id in ids {
-                let b = pmlab_lab::bundle::export(&store, id, &root)?;
+                let b = pmlab_store::bundle::export(&store, id, &root)?;
                 let what = if b.written { "" } else { " (already there)" };
                 println!("{}{what}", b.dir.display());
             }
@@ -233,11 +233,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } => {
             let e = store.load(resolve_id(&store, &id)?)?;
             let bytes = match format.as_str() {
-                "csv" => pmlab_lab::export::runs_csv(&e)?,
-                "json" => pmlab_lab::export::runs_json(&e)?,
+                "csv" => pmlab_store::export::runs_csv(&e)?,
+                "json" => pmlab_store::export::runs_json(&e)?,
                 _ => {
                     let dir = output.unwrap_or_else(|| PathBuf::from("."));
-                    for p in pmlab_lab::export::write_parquet(&e, &dir)? {
+                    for p in pmlab_store::export::write_parquet(&e, &dir)? {
                         println!("{}", p.display());
                     }
                     return Ok(());
@@ -256,7 +256,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// `results import`: the store is created if missing (a fleet's results start here).
 fn import(db: &Path, dirs: &[PathBuf], json: bool) -> anyhow::Result<()> {
     let mut store = Store::open(db)?;
-    let got = pmlab_lab::bundle::import(&mut store, dirs)?;
+    let got = pmlab_store::bundle::import(&mut store, dirs)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&got)?);
         return Ok(());
@@ -327,7 +327,7 @@ fn print_runs(e: &StoredExperiment) {
             .metrics
             .iter()
             .find(|m| !m.side)
-            .map(|m| format!("{} {}", pmlab_lab::report::fmt_num(m.value), m.unit))
+            .map(|m| format!("{} {}", pmlab_report::report::fmt_num(m.value), m.unit))
             .unwrap_or_default();
         t.add_row([
             r.id.to_string(),

@@ -40,7 +40,7 @@ pub struct Args {
 }
 
 fn settle(s: &str) -> Result<std::time::Duration, String> {
-    pmlab_lab::spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
+    pmlab_store::spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Drawn once, never ticked: a ticking bar would wake CPUs during the measurement.
     progress.set_message(format!("running {}", spec.describe()));
     progress.tick();
-    let settle = args.settle.unwrap_or(pmlab_lab::spec::DEFAULT_SETTLE);
+    let settle = args.settle.unwrap_or(pmlab_store::spec::DEFAULT_SETTLE);
     let out = lab.run_once(&spec, &args.set, settle, &sources);
     progress.finish_and_clear();
     let out = out?;

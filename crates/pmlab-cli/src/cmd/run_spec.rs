@@ -6,10 +6,10 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_lab::lab::{Lab, Sources};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
-use pmlab_lab::render::Format;
-use pmlab_lab::report::{Report, SideSelection};
-use pmlab_lab::spec::{self, Budget, Experiment, Order};
-use pmlab_lab::store::Store;
+use pmlab_report::render::Format;
+use pmlab_report::report::{Report, SideSelection};
+use pmlab_store::spec::{self, Budget, Experiment, Order};
+use pmlab_store::store::Store;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_kernel::Root;
 use pmlab_lab::executor::Executor;
 use pmlab_lab::lab::{Lab, Sources};
-use pmlab_lab::study::{self, sim::SimExecutor, Host, Stage, StageProgress};
+use pmlab_study::{self as study, sim::SimExecutor, Host, Stage, StageProgress, StudyLab};
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\

@@ -3,7 +3,7 @@
 
 use super::run_spec::{execute, split_workload, ExperimentOpts};
 use anyhow::bail;
-use pmlab_lab::spec::{sweep_configurations, Experiment, Kind, SweepAxis, WorkloadDef};
+use pmlab_store::spec::{sweep_configurations, Experiment, Kind, SweepAxis, WorkloadDef};
 
 const EXAMPLES: &str = "\
 Examples:

@@ -162,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if !args.db.is_file() {
                 bail!("--db {}: no result store there", args.db.display());
             }
-            pmlab_lab::store::Store::open(&args.db)?.trace_of_run(run)?
+            pmlab_store::store::Store::open(&args.db)?.trace_of_run(run)?
         }
         (None, None) => unreachable!("clap requires FILE or --run"),
     };

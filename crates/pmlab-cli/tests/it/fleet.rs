@@ -76,7 +76,7 @@ fn ansible_runs_the_quick_study_on_two_targets_and_brings_their_bundles() {
     assert!(out.status.success(), "{log}");
     assert!(log.contains("t1") && log.contains("failed=0"), "{log}");
     // The bundles pmlab itself finds there (bundle::find, as `results import` does).
-    let found: Vec<PathBuf> = pmlab_lab::bundle::find(&bundles)
+    let found: Vec<PathBuf> = pmlab_store::bundle::find(&bundles)
         .unwrap_or_default()
         .iter()
         .map(|db| db.with_file_name("manifest.json"))

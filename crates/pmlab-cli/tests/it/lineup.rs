@@ -2,7 +2,7 @@
 //! hosts. The second kernel's identity is written through the store's own API.
 
 use crate::util::{pmlab, stdout_of};
-use pmlab_lab::store::Store;
+use pmlab_store::store::Store;
 use std::path::Path;
 
 /// Three runs of one compare experiment; experiments 2 and 3 then say they ran on

@@ -5,7 +5,7 @@
 //! non-empty SVG plots, a screenshot that is not blank).
 
 use crate::util::{is_root, pmlab};
-use pmlab_lab::store::Store;
+use pmlab_store::store::Store;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -284,8 +284,8 @@ fn simulated_summary_states_knee_and_cost_recomputed_from_the_store() {
     let samples: Vec<Vec<f64>> = (0..e.configurations.len())
         .map(|c| e.samples(w, c, "us_per_op"))
         .collect();
-    let knee =
-        pmlab_lab::stats::knee(&samples, pmlab_kernel::Direction::Lower, e.info.target_ci).unwrap();
+    let knee = pmlab_stats::stats::knee(&samples, pmlab_kernel::Direction::Lower, e.info.target_ci)
+        .unwrap();
     let label = &e.configurations[knee.index].label;
     assert_eq!(first["values"]["knee"], label.as_str());
     assert!(
@@ -313,7 +313,7 @@ fn simulated_summary_states_knee_and_cost_recomputed_from_the_store() {
         (stored - cost).abs() < 1e-9 * cost.max(1.0),
         "{stored} vs {cost}"
     );
-    let shown = pmlab_lab::html::findings::fmt_short(cost);
+    let shown = pmlab_report::html::findings::fmt_short(cost);
     assert!(
         text.contains(&format!("cost of {shown} ms of poll time per second")),
         "{text}"

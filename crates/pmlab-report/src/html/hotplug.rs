@@ -4,9 +4,9 @@
 
 use super::svg::{colour, esc, range, shorten, Plot};
 use super::table;
-use crate::hotplug::report::percentile;
-use crate::hotplug::store::WALL_METRIC;
 use crate::report::fmt_num;
+use crate::spec::HOTPLUG_WALL_METRIC as WALL_METRIC;
+use crate::stats::percentile;
 use crate::store::{StoredExperiment, StoredRun};
 use std::fmt::Write;
 

@@ -3,8 +3,7 @@
 //! it), and named files (a recording, a study's report) to their local places.
 
 use super::{ssh, Privilege, Remote, RemoteError};
-use crate::store::{Imported, Store};
-use crate::tracing::traces_dir;
+use pmlab_store::store::{traces_dir, Imported, Store};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};

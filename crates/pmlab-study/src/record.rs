@@ -1,8 +1,8 @@
 //! Studies in the result store: a `pmlab_studies` table beside the experiments (one row per
 //! study: options, detected capabilities and stage notes as JSON), on its own connection.
 
-use crate::html::StageNote;
 use crate::store::{now_ns, Store, StoreError};
+use pmlab_report::html::StageNote;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -205,9 +205,9 @@ pub fn compare(reference: &[Run], sample: &[Run], direction: Direction, speed: b
              pmlab did not control",
             regime.map(|r| format!(", {r}")).unwrap_or_default(),
             m.lower_n,
-            crate::report::fmt_num(m.lower_median),
+            stats::fmt_num(m.lower_median),
             m.upper_n,
-            crate::report::fmt_num(m.upper_median),
+            stats::fmt_num(m.upper_median),
         );
         return whole;
     }

@@ -3,6 +3,7 @@
 //! the knee of a sweep. Renderers (`render`) turn a [`Report`] into text.
 
 use crate::populations::{self, Population, Run};
+pub use crate::stats::fmt_num;
 use crate::stats::{self, Comparison, Summary};
 use crate::store::{format_time, MetricInfo, RunStatus, StoredExperiment};
 use crate::system::SystemSnapshot;
@@ -619,29 +620,6 @@ impl Report {
 
 // ---------------------------------------------------------------------------------------------
 // Cell formatting shared by the text renderers.
-
-/// A number for people: about 4 significant digits, no exponent for usual magnitudes.
-pub fn fmt_num(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 100_000.0 {
-        format!("{v:.0}")
-    } else if a >= 1000.0 {
-        format!("{v:.1}")
-    } else if a >= 100.0 {
-        format!("{v:.2}")
-    } else if a >= 10.0 {
-        format!("{v:.3}")
-    } else if a >= 0.001 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.3e}")
-    }
-}
 
 /// `mean ± half-width`, both rounded to the half-width's second significant digit
 /// (just the mean for n = 1).

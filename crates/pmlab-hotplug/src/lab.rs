@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::boost::{BoostCgroup, BoostMode};
 use super::loaders::{LoaderCommand, LoaderKind, Loaders};
+use super::runs::{configuration, lower, ms, step_metrics, WALL_METRIC};
 use super::states::StateTable;
-use super::store::{configuration, lower, ms, step_metrics, WALL_METRIC};
 use super::sysfs::{errno_meaning, read_trimmed, CpuFiles, Direction, TimedWrite};
 use super::trace::OpTrace;
 use super::tracer::{LabTracer, TimedOp};
@@ -312,7 +312,7 @@ impl Executor for CycleExecutor<'_> {
 
     fn snapshot(&mut self, _: &Experiment) -> SystemSnapshot {
         let mut system = SystemSnapshot::read(&self.opts.paths.root);
-        system.knobs = super::store::knobs_as_found(&self.opts.paths.root, &self.opts.cpus);
+        system.knobs = super::runs::knobs_as_found(&self.opts.paths.root, &self.opts.cpus);
         system
     }
 
@@ -628,9 +628,9 @@ impl MachineGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotplug::loaders::LoaderKind;
-    use crate::hotplug::testing::fake_sys_cpu;
+    use crate::loaders::LoaderKind;
     use crate::store::RunStatus;
+    use crate::testing::fake_sys_cpu;
 
     /// A session on a fake tree (two hot-pluggable CPUs, rcu_expedited): the protocol
     /// interleaves the configurations, each step a whole cycle, and stores every operation.

@@ -660,6 +660,9 @@ pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
     })
 }
 
+/// Name of the primary metric of a hotplug run (ms of one online or offline write).
+pub const HOTPLUG_WALL_METRIC: &str = "hotplug.wall_ms";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,8 +5,8 @@
 use super::causes::{cause_name, kinds};
 use super::hotplug::{groups, is_hotplug, slowest_steps};
 use super::{StageNote, StageStatus, View};
-use crate::hotplug::report::percentile;
 use crate::report::{Report, WorkloadReport};
+use crate::stats::percentile;
 use crate::stats::Summary;
 use crate::store::StoredExperiment;
 use pmlab_kernel::MetricKey;

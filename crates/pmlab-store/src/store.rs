@@ -420,12 +420,12 @@ impl StoredExperiment {
         workload: usize,
         configuration: usize,
         metric: impl Into<MetricKey>,
-    ) -> Vec<crate::populations::Run> {
+    ) -> Vec<pmlab_stats::populations::Run> {
         let key = metric.into();
         self.measured_runs(workload, configuration)
             .filter_map(|r| {
                 let value = r.metrics.iter().find(|m| m.is(&key))?.value;
-                Some(crate::populations::Run {
+                Some(pmlab_stats::populations::Run {
                     value,
                     regime: r.regime(),
                 })
@@ -1434,6 +1434,16 @@ impl StoredExperiment {
     }
 }
 
+/// The trace directory of a store: `pmlab.db` → `pmlab.db.traces` beside it.
+pub fn traces_dir(db: &Path) -> PathBuf {
+    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "pmlab.db".into());
+    abs.with_file_name(format!("{name}.traces"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1782,16 +1792,6 @@ mod tests {
             assert_eq!(e.samples(0, 0, name), vec![v, 2.0 * v], "{name}");
             assert!(labels.iter().any(|l| l == name), "{name} in {labels:?}");
         }
-        // The report's side metrics are the old names, in the old order.
-        let report =
-            crate::report::Report::of(&e, None, &crate::report::SideSelection::All).unwrap();
-        let side: Vec<String> = report.workloads[0].rows[0]
-            .side
-            .iter()
-            .map(|c| c.label())
-            .collect();
-        let old_side: Vec<&str> = metrics.iter().skip(1).map(|m| m.0).collect();
-        assert_eq!(side, old_side);
         // A new run written after the migration keeps its CPU in its own column.
         drop(s);
         let mut s = Store::open(&path).unwrap();

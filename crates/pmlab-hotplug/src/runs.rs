@@ -17,8 +17,7 @@ use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
 use crate::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoreError};
 use crate::system::SystemSnapshot;
 
-/// Name of the primary metric of a hotplug run.
-pub const WALL_METRIC: &str = "hotplug.wall_ms";
+pub use crate::spec::HOTPLUG_WALL_METRIC as WALL_METRIC;
 
 pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6

@@ -10,13 +10,17 @@ pub mod predict;
 pub mod record;
 pub mod sim;
 
+// The lab's protocol and the data model under their own names (`crate::store::..`).
+use pmlab_lab::{executor, protocol};
+use pmlab_store::{spec, store, system};
+
 use crate::executor::{ExecError, Executor};
-use crate::hotplug::{self, LabOptions, LoaderKind, Mitigation, Paths};
-use crate::html::{self, StageNote, StageStatus};
-use crate::protocol::{self, Observer, ProtocolError, StopReason};
+use crate::protocol::{Observer, ProtocolError, StopReason};
 use crate::store::{Store, StoreError};
 pub use detect::Caps;
 pub use plan::{Stage, StagePlan, Step};
+use pmlab_hotplug::{self as hotplug, LabOptions, LoaderKind, Mitigation, Paths};
+use pmlab_report::html::{self, StageNote, StageStatus};
 pub use record::StudyRecord;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,13 +42,13 @@ pub enum StudyError {
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     #[error(transparent)]
-    Lab(#[from] crate::lab::LabError),
+    Lab(#[from] pmlab_lab::lab::LabError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
     #[error(transparent)]
-    Hotplug(#[from] crate::hotplug::HotplugError),
+    Hotplug(#[from] pmlab_hotplug::HotplugError),
     #[error(transparent)]
     Predict(#[from] predict::PredictError),
     #[error("the wakeup stage did not run here, and its trace is what is replayed")]
@@ -108,7 +112,7 @@ pub struct StageProgress {
 /// What the study needs from its caller (the CLI): executors and a place to show progress.
 pub trait Host {
     /// A fresh executor for one experiment; `trace`: record a trace of every run.
-    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, crate::lab::LabError>;
+    fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, pmlab_lab::lab::LabError>;
     fn progress(&mut self, p: &StageProgress);
     /// A line worth printing above the bar.
     fn note(&mut self, line: &str);
@@ -443,4 +447,17 @@ pub fn report_input(db: &Path, rec: &StudyRecord) -> Result<html::Input, StudyEr
 pub fn write_report(db: &Path, rec: &StudyRecord, dir: &Path) -> Result<html::Written, StudyError> {
     let input = report_input(db, rec)?;
     Ok(html::write(&input, dir)?)
+}
+
+/// The study as a method of the lab object, so that it stops on the lab's stop token.
+pub trait StudyLab {
+    /// Run the study's stages on `host`.
+    fn study(&self, opts: Options, host: &mut dyn Host) -> Result<Outcome, StudyError>;
+}
+
+impl StudyLab for pmlab_lab::lab::Lab {
+    fn study(&self, mut opts: Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
+        opts.stop = self.stop_token();
+        run(&opts, host)
+    }
 }

@@ -10,13 +10,20 @@ pub mod inject;
 pub mod lab;
 pub mod loaders;
 pub mod report;
+pub mod runs;
 pub mod states;
-pub mod store;
 pub mod sysfs;
 pub mod trace;
 pub mod tracer;
 
 use std::path::{Path, PathBuf};
+
+// The lab's protocol and the data model under their own names (`crate::store::..`).
+use pmlab_lab::executor::ExecError;
+use pmlab_lab::lab::Lab;
+use pmlab_lab::{executor, protocol};
+use pmlab_stats::stats;
+use pmlab_store::{spec, store, system};
 
 use serde::Serialize;
 
@@ -299,5 +306,53 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("offline"));
+    }
+}
+
+impl From<HotplugError> for ExecError {
+    fn from(e: HotplugError) -> ExecError {
+        ExecError::Hotplug(Box::new(e))
+    }
+}
+
+/// The hotplug lab as methods of the lab object, so that it stops on the lab's stop token
+/// (Ctrl-C, SIGTERM) like every other command.
+pub trait HotplugLab {
+    /// The hotplug latency lab through the protocol into `store`.
+    fn hotplug(
+        &self,
+        opts: LabOptions,
+        store: &mut store::Store,
+        command: &str,
+        progress: &mut dyn lab::Progress,
+    ) -> Result<LabResult, HotplugError>;
+
+    /// The hotplug fault-injection walk.
+    fn hotplug_inject(
+        &self,
+        opts: InjectOptions,
+        progress: &mut dyn lab::Progress,
+    ) -> Result<inject::InjectResult, HotplugError>;
+}
+
+impl HotplugLab for Lab {
+    fn hotplug(
+        &self,
+        mut opts: LabOptions,
+        store: &mut store::Store,
+        command: &str,
+        progress: &mut dyn lab::Progress,
+    ) -> Result<LabResult, HotplugError> {
+        opts.stop = self.stop_token();
+        run_lab(&opts, store, command, progress)
+    }
+
+    fn hotplug_inject(
+        &self,
+        mut opts: InjectOptions,
+        progress: &mut dyn lab::Progress,
+    ) -> Result<inject::InjectResult, HotplugError> {
+        opts.stop = self.stop_token();
+        run_inject(&opts, progress)
     }
 }

@@ -699,6 +699,38 @@ pub fn knee(samples: &[Vec<f64>], direction: Direction, min_margin: f64) -> Opti
     })
 }
 
+/// A number for people: about 4 significant digits, no exponent for usual magnitudes.
+pub fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100_000.0 {
+        format!("{v:.0}")
+    } else if a >= 1000.0 {
+        format!("{v:.1}")
+    } else if a >= 100.0 {
+        format!("{v:.2}")
+    } else if a >= 10.0 {
+        format!("{v:.3}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// Percentile `q` (0 to 1) of unsorted values by pmlab's one definition, nearest rank
+/// ([`pmlab_kernel::units::percentile`]); NaN when empty. For the lab's samples in ms and
+/// the bootstrap's changes; durations in ns go through `pmlab_analysis::stats::DurationSummary`.
+pub fn percentile(xs: &[f64], q: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    pmlab_kernel::units::percentile(&v, q).unwrap_or(f64::NAN)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -297,7 +297,7 @@ pub fn run_inject(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotplug::testing::fake_sys_cpu;
+    use crate::testing::fake_sys_cpu;
 
     #[test]
     fn fake_tree_accepts_every_state_and_attempts_succeed_untriggered() {

@@ -56,7 +56,7 @@ impl Caps {
         let info =
             pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root)).capabilities();
         let cpus_online = read(root, &format!("{cpu}/online"))
-            .and_then(|s| crate::hotplug::parse_cpu_list(&s).ok())
+            .and_then(|s| pmlab_hotplug::parse_cpu_list(&s).ok())
             .unwrap_or_default();
         let cpuidle_driver = info
             .cpuidle_driver
@@ -166,7 +166,7 @@ impl Caps {
             ("root".into(), yes(self.root)),
             (
                 "online CPUs".into(),
-                crate::hotplug::format_cpu_list(&self.cpus_online),
+                pmlab_hotplug::format_cpu_list(&self.cpus_online),
             ),
             (
                 "cpuidle driver".into(),
@@ -194,7 +194,7 @@ impl Caps {
                 if self.hotpluggable.is_empty() {
                     "none".into()
                 } else {
-                    crate::hotplug::format_cpu_list(&self.hotpluggable)
+                    pmlab_hotplug::format_cpu_list(&self.hotpluggable)
                 },
             ),
             ("tracefs".into(), yes(self.tracefs)),

@@ -5,6 +5,8 @@
 //! passwordless `sudo`) and whether this very binary is already there; only then is
 //! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
 
+#![forbid(unsafe_code)]
+
 mod ssh;
 mod workdir;
 
@@ -113,7 +115,7 @@ pub enum RemoteError {
         source: std::io::Error,
     },
     #[error("importing the target's results")]
-    Import(#[from] crate::store::StoreError),
+    Import(#[from] pmlab_store::store::StoreError),
 }
 
 /// Where to connect: what `-H/--host`, `-U/--user`, `-K/--key` say.

@@ -17,20 +17,12 @@ use super::sysfs::Direction;
 use super::trace::OpTrace;
 use super::Mitigation;
 use crate::stats;
+pub use crate::stats::percentile;
 use pmlab_analysis::stats::{DurationSummary, PERCENTILE_NOTE};
 
 /// Steps must sum to within this fraction of the traced span.
 pub const COVERAGE_TOLERANCE: f64 = 0.02;
 const TOP_STEPS: usize = 5;
-
-/// Percentile `q` (0 to 1) of unsorted values by pmlab's one definition, nearest rank
-/// ([`pmlab_kernel::units::percentile`]); NaN when empty. For the lab's samples in ms and
-/// the bootstrap's changes; durations in ns go through [`DurationSummary`].
-pub fn percentile(xs: &[f64], q: f64) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    pmlab_kernel::units::percentile(&v, q).unwrap_or(f64::NAN)
-}
 
 fn ms(ns: f64) -> f64 {
     ns / 1e6
@@ -618,8 +610,8 @@ fn change(c: Option<Change>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotplug::loaders::LoaderKind;
-    use crate::hotplug::trace::StepTime;
+    use crate::loaders::LoaderKind;
+    use crate::trace::StepTime;
 
     #[test]
     fn percentiles_are_nearest_rank() {

@@ -157,7 +157,7 @@ pub fn section(label: &str, t: &Traced) -> String {
             "<p>All CPUs idle at once: <b>{:.1}%</b> of {:.2} s (CPUs {}).</p>",
             i.all_idle_share * 100.0,
             i.span_ns as f64 / 1e9,
-            esc(&crate::hotplug::format_cpu_list(&i.all_idle_cpus))
+            esc(&pmlab_kernel::cpulist::format_cpu_list(&i.all_idle_cpus))
         );
         s.push_str(&table::plain(
             &["CPU", "idle from", "idle %", "idle periods", "states"],
