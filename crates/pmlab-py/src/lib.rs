@@ -123,7 +123,7 @@ impl Trace {
     fn to_perfetto(&self, py: Python<'_>, path: PathBuf) -> PyResult<u64> {
         let full = self.full(py)?;
         py.detach(|| {
-            pmlab_trace::perfetto::export_to_path(&full, &path)
+            pmlab_dump::perfetto::export_to_path(&full, &path)
                 .map(|s| s.events_per_cpu.iter().sum())
                 .map_err(|e| py_err(&e))
         })
@@ -264,7 +264,7 @@ impl Trace {
                 .map_err(|e| PyOSError::new_err(format!("{}: {e}", dir.display())))?;
             let mut out = Vec::new();
             for (name, t) in &built {
-                let p = dir.join(pmlab_trace::lisa::file_name(name));
+                let p = dir.join(pmlab_dump::lisa::file_name(name));
                 arrow::write_parquet(&p, t).map_err(|e| py_err(e.as_ref()))?;
                 out.push(p);
             }
@@ -327,7 +327,7 @@ impl Trace {
                 events: false,
             };
             let head = pmlab_trace::open_with(&path, &opts).map_err(trace_err)?;
-            pmlab_trace::lisa::write_dir(&full, &head.kallsyms, &dir, wanted.as_deref())
+            pmlab_dump::lisa::write_dir(&full, &head.kallsyms, &dir, wanted.as_deref())
                 .map(|w| w.files)
                 .map_err(|e| py_err(&e))
         })

@@ -1,23 +1,17 @@
 //! pmlab-trace: trace events — format files, ring-buffer pages, trace.dat v6/v7
-//! and ftrace text reading, trace.dat v6 writing, and the recorder.
+//! and ftrace text reading, trace.dat v6 writing, columnar tables, and the recorder.
 
 pub mod columns;
 pub mod dat;
 pub mod error;
 pub mod format;
-pub mod json;
 pub mod kallsyms;
-pub mod lisa;
 pub mod model;
 pub mod names;
 mod open;
 pub mod page;
-pub mod perfetto;
 mod prefault;
-mod printfmt;
 pub mod record;
-pub mod render;
-pub mod report;
 pub mod summary;
 pub mod text;
 pub mod writer;

@@ -269,7 +269,7 @@ pub struct FieldRef {
 
 /// An integer of `b.len()` bytes (at most 8) in the trace's byte order.
 #[inline(always)]
-pub(crate) fn uint(b: &[u8], big: bool) -> u64 {
+pub fn uint(b: &[u8], big: bool) -> u64 {
     if !big {
         match *b {
             [x] => return u64::from(x),
@@ -296,7 +296,7 @@ pub(crate) fn uint(b: &[u8], big: bool) -> u64 {
 /// points at; empty when out of bounds. With `flexible`, a size-0 inline array (`print`'s
 /// `char buf[]`) is the rest of the record. Every reader of field bytes goes through here.
 #[inline(always)]
-pub(crate) fn field_bytes(
+pub fn field_bytes(
     rec: &[u8],
     (offset, size, loc): (usize, usize, LocKind),
     big: bool,

@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pmlab_trace::dat::LoadOptions::default()
     };
     let trace = pmlab_trace::open_with(&args.file, &load).context("cannot read trace")?;
-    let opts = pmlab_trace::report::ReportOptions {
+    let opts = pmlab_dump::report::ReportOptions {
         raw: args.raw,
         full_ts: args.full_ts,
         cpus,
@@ -50,17 +50,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     // Checked before anything is written: a bad -e prints nothing but the error.
     if !args.json {
-        pmlab_trace::report::Report::new(&trace, opts.clone())?;
+        pmlab_dump::report::Report::new(&trace, opts.clone())?;
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let res = if args.json {
-        pmlab_trace::json::dump_json(&trace, &mut lock)
+        pmlab_dump::json::dump_json(&trace, &mut lock)
     } else if opts.raw && opts.full_ts && opts.cpus.is_none() && opts.events.is_empty() {
         // Byte for byte what `trace-cmd report -R -t` prints (tests rely on it).
-        pmlab_trace::render::dump(&trace, &mut lock)
+        pmlab_dump::render::dump(&trace, &mut lock)
     } else {
-        pmlab_trace::report::dump(&trace, opts, &mut lock)
+        pmlab_dump::report::dump(&trace, opts, &mut lock)
     };
     match res {
         Ok(()) => Ok(()),

@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .context("--perfetto OUT or --parquet DIR")?;
     let opts = pmlab_trace::dat::LoadOptions::without_kallsyms();
     let trace = pmlab_trace::open_with(&args.trace, &opts).context("cannot read trace")?;
-    let summary = pmlab_trace::perfetto::export_to_path(&trace, out)
+    let summary = pmlab_dump::perfetto::export_to_path(&trace, out)
         .context("cannot write the Perfetto trace")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -84,7 +84,7 @@ fn parquet(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
                 .with_context(|| format!("{}", args.trace.display()))?,
         )
     };
-    let written = pmlab_trace::lisa::write_dir(&trace, &trace.kallsyms, dir, events.as_deref())
+    let written = pmlab_dump::lisa::write_dir(&trace, &trace.kallsyms, dir, events.as_deref())
         .with_context(|| format!("cannot write LISA's layout into {}", dir.display()))?;
     if args.json {
         let files: Vec<String> = written

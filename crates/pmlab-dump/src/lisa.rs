@@ -34,7 +34,7 @@ use parquet::schema::types::ColumnPath;
 
 use crate::columns::{ColumnType, Scalar, Values};
 use crate::model::{Field, FieldKind, Trace};
-use crate::Kallsyms;
+use pmlab_trace::Kallsyms;
 
 /// Why the directory could not be written.
 #[derive(Debug, thiserror::Error)]

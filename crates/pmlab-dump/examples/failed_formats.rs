@@ -14,7 +14,7 @@ fn main() {
             };
             let mut f = pmlab_trace::format::parse_format(&t).unwrap();
             f.system = sys.file_name().to_string_lossy().into_owned();
-            if pmlab_trace::render::print_fmt_fails(&f) {
+            if pmlab_dump::render::print_fmt_fails(&f) {
                 println!("{}/{}/format FAILED", f.system, f.name);
             }
         }

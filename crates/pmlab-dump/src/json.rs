@@ -386,7 +386,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../tests/fixtures/haltpoll_pipe_off.dat"
         );
-        let t = crate::open(std::path::Path::new(path)).unwrap();
+        let t = pmlab_trace::open(std::path::Path::new(path)).unwrap();
         assert!(t.events.len() > 4 * BLOCK, "{} events", t.events.len());
         let mut threaded = Vec::new();
         dump_json(&t, &mut threaded).unwrap();
@@ -417,7 +417,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../tests/fixtures/haltpoll_pipe_off.dat"
         );
-        let t = crate::open(std::path::Path::new(path)).unwrap();
+        let t = pmlab_trace::open(std::path::Path::new(path)).unwrap();
         for ok_writes in [0, 1, 2] {
             let e = dump_json(&t, &mut Fails(ok_writes)).unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
