@@ -46,7 +46,9 @@ impl LoadOptions {
 /// Errors of the byte-level reader before the path is attached.
 #[derive(Debug)]
 pub enum DatError {
+    /// Bytes that do not decode.
     Malformed(Malformed),
+    /// An event format file that does not parse.
     Format(FormatError),
 }
 

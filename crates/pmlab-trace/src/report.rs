@@ -30,7 +30,9 @@ pub struct ReportOptions {
 #[derive(Debug, thiserror::Error)]
 #[error("no event {name:?} in this trace; it has: {available}")]
 pub struct UnknownEvent {
+    /// The name as given.
     pub name: String,
+    /// The events the trace has, comma-separated.
     pub available: String,
 }
 
