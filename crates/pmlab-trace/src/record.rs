@@ -534,7 +534,7 @@ impl Recorder {
                 .file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"))?;
             let trace = match OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NONBLOCK)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
                 .open(&raw)
             {
                 Ok(f) => f,
