@@ -323,7 +323,7 @@ impl Trace {
     /// The values of several fields of one event at each of `rows`, in one pass over the
     /// records (each record is read from memory once, for all its fields). One event's rows
     /// lie apart in the trace: filling a column at a time over a chunk of them, as
-    /// [`Trace::columns_of_each`] does, ran 4% slower here.
+    /// [`Trace::columns_of_each`] does, ran slower (figure in `bench/python-vs-text`).
     pub fn columns(&self, fields: &[&Field], rows: &[u32]) -> Vec<Values> {
         let big = self.endian == crate::model::Endian::Big;
         let mut builders: Vec<Builder> = fields
