@@ -28,7 +28,7 @@ pub enum CountersError {
     Parse {
         /// The file (under the root).
         path: PathBuf,
-        /// 1-based line number.
+        /// Line number, 1-based (0: the file as a whole).
         line: usize,
         /// What was wrong with it.
         message: String,
@@ -115,7 +115,7 @@ pub struct RaplZone {
     pub top_level: bool,
     /// The energy counter, µJ (wraps at `max_energy_range_uj`).
     pub energy_uj: u64,
-    /// The counter wraps at this value, µJ.
+    /// The counter wraps at this value, µJ (0 when the file is missing).
     pub max_energy_range_uj: u64,
 }
 

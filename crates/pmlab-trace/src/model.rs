@@ -409,7 +409,7 @@ pub struct Trace {
     pub long_size: u32,
     /// Ring-buffer page (sub-buffer) size, bytes.
     pub page_size: u32,
-    /// Number of CPUs the file has data sections for.
+    /// Number of CPUs: the file's CPU count, or more when events name a higher CPU.
     pub cpus: u32,
     /// Formats by event id.
     pub formats: HashMap<u16, EventFormat>,

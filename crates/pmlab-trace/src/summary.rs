@@ -44,7 +44,7 @@ pub struct TraceSummary {
     pub long_size: u32,
     /// Ring-buffer page size, bytes.
     pub page_size: u32,
-    /// CPUs with data sections.
+    /// Number of CPUs (see [`Trace::cpus`](crate::Trace::cpus)).
     pub cpus: u32,
     /// Buffer (instance) names; "" is the top buffer.
     pub buffers: Vec<String>,

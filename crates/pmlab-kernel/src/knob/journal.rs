@@ -27,7 +27,7 @@ pub struct Header {
 pub struct Entry {
     /// Canonical knob name (`cpuidle.POLL.disable@1`).
     pub knob: String,
-    /// The file to write back, as on the real machine (below the root).
+    /// The file to write back (below the root).
     pub path: PathBuf,
     /// The value found before the first write, written back on restore.
     pub orig: String,

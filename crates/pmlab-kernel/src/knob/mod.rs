@@ -95,17 +95,17 @@ pub struct Plan {
 pub struct KnobInfo {
     /// Canonical name (`cpuidle.POLL.disable@1`).
     pub name: String,
-    /// The kernel file (as on the real machine).
+    /// The kernel file, below the root.
     pub file: PathBuf,
     /// Its current content (trimmed), or why it could not be read.
     pub value: String,
-    /// What it accepts, for people (`0-4294967295`, `menu teo haltpoll`).
+    /// What it accepts, for people (`0..4294967295 ns`, `menu|teo|haltpoll`).
     pub allowed: String,
     /// The kernel's unit of the value (`ns`, `us`, `kHz`; empty when none).
     pub unit: String,
     /// One file for the machine, per CPU, or per cpufreq policy.
     pub scope: Scope,
-    /// The file is writable (permissions only; root may still be refused by the kernel).
+    /// pmlab may write it and its mode has a write bit (the kernel may still refuse a value).
     pub writable: bool,
     /// One line on what the knob does.
     pub help: String,
