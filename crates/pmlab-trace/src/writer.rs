@@ -96,7 +96,7 @@ pub struct TraceDatHeader {
     pub printk_formats: Vec<u8>,
     /// `saved_cmdlines` format: "PID COMM" per line.
     pub cmdlines: Vec<u8>,
-    /// Contents of the `trace_clock` file ("[local] global ..."); also selects the clock.
+    /// Contents of the `trace_clock` file (`[local] global ...`); also selects the clock.
     pub trace_clock: Option<String>,
     /// `uname` as "sysname nodename release machine".
     pub uname: Option<String>,
@@ -133,7 +133,7 @@ pub enum CpuData<'a> {
     Bytes(&'a [u8]),
 }
 
-/// The clock name selected in a `trace_clock` file ("[local] global" → "local").
+/// The clock name selected in a `trace_clock` file (`[local] global` → `local`).
 pub fn selected_clock(trace_clock: &str) -> Option<&str> {
     trace_clock
         .split_whitespace()
