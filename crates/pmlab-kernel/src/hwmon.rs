@@ -8,7 +8,7 @@ use crate::Root;
 use serde::{Deserialize, Serialize};
 
 /// Where hwmon chips live (kernel path, mapped through the root).
-pub const HWMON_DIR: &str = "/sys/class/hwmon";
+pub(crate) const HWMON_DIR: &str = "/sys/class/hwmon";
 
 /// What a channel measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

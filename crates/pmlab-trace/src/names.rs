@@ -43,7 +43,7 @@ impl Known {
         }
     }
     /// A name with a note beside it.
-    pub fn with_note(name: impl Into<String>, note: impl Into<String>) -> Known {
+    pub(crate) fn with_note(name: impl Into<String>, note: impl Into<String>) -> Known {
         Known {
             name: name.into(),
             note: Some(note.into()),

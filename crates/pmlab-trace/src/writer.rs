@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Option ids of the trace.dat options section (trace-cmd.dat.v7(5) lists them all).
-pub mod option_id {
+pub(crate) mod option_id {
     /// `cpustat`: per-CPU buffer statistics text.
     pub const CPUSTAT: u16 = 2;
     /// `trace_clock`: the clock list with the one used in brackets.

@@ -7,7 +7,7 @@ use crate::Root;
 use serde::Serialize;
 
 /// The CPU sysfs directory (kernel path, mapped through the root).
-pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+pub(crate) const CPU_DIR: &str = "/sys/devices/system/cpu";
 
 /// The CPUs: model, and which are possible, present, online and hotpluggable.
 #[derive(Debug, Clone, PartialEq, Serialize)]

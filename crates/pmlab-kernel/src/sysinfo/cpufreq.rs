@@ -8,7 +8,7 @@ use crate::{KHz, Root};
 use serde::Serialize;
 
 /// The cpufreq sysfs directory (kernel path, mapped through the root).
-pub const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
+pub(crate) const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
 
 /// cpufreq as the kernel shows it; `SystemInfo::cpufreq` is `None` without policies.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -8,7 +8,7 @@ use crate::Root;
 use serde::Serialize;
 
 /// The cpuidle sysfs directory (kernel path, mapped through the root).
-pub const CPUIDLE_DIR: &str = "/sys/devices/system/cpu/cpuidle";
+pub(crate) const CPUIDLE_DIR: &str = "/sys/devices/system/cpu/cpuidle";
 
 /// cpuidle as the kernel shows it: driver, governor and per-CPU state tables.
 #[derive(Debug, Clone, PartialEq, Serialize)]

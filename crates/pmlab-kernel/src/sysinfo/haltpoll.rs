@@ -7,9 +7,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The haltpoll governor's parameters (kernel path).
-pub const PARAMS_DIR: &str = "/sys/module/haltpoll/parameters";
+pub(crate) const PARAMS_DIR: &str = "/sys/module/haltpoll/parameters";
 /// The haltpoll cpuidle driver's `force` parameter (kernel path).
-pub const DRIVER_FORCE: &str = "/sys/module/cpuidle_haltpoll/parameters/force";
+pub(crate) const DRIVER_FORCE: &str = "/sys/module/cpuidle_haltpoll/parameters/force";
 
 /// The haltpoll governor's parameters (`guest_halt_poll_ns`, `_grow`, `_shrink`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -44,7 +44,7 @@ pub enum SysinfoError {
 
 impl SysinfoError {
     /// Classify an I/O error on `path`: not found, permission denied, or other.
-    pub fn from_io(path: &Path, source: io::Error) -> SysinfoError {
+    pub(crate) fn from_io(path: &Path, source: io::Error) -> SysinfoError {
         let path = path.to_path_buf();
         match source.kind() {
             io::ErrorKind::NotFound => SysinfoError::NotFound { path },

@@ -6,7 +6,7 @@ use crate::Root;
 use serde::Serialize;
 
 /// The powercap class directory (kernel path; RAPL zones live here).
-pub const POWERCAP_DIR: &str = "/sys/class/powercap";
+pub(crate) const POWERCAP_DIR: &str = "/sys/class/powercap";
 
 /// One powercap zone (RAPL or another energy counter).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -25,7 +25,7 @@ pub struct PowercapZone {
 
 impl PowercapZone {
     /// The energy counter could be read (usually root only).
-    pub fn energy_readable(&self) -> bool {
+    pub(crate) fn energy_readable(&self) -> bool {
         self.energy_uj.value().is_some()
     }
     /// A RAPL zone (intel-rapl, intel-rapl-mmio, amd's rapl uses the same names).

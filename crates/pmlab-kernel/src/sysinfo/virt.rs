@@ -75,7 +75,7 @@ impl Virt {
         self.hypervisor_flag || self.hypervisor.is_some()
     }
     /// The hypervisor is KVM (CPUID signature, kvm-clock, or its name).
-    pub fn is_kvm(&self) -> bool {
+    pub(crate) fn is_kvm(&self) -> bool {
         self.kvm_cpuid.is_some()
             || self.kvm_clock
             || self
