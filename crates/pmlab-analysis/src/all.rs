@@ -19,14 +19,23 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Analysis {
+    /// Idle residency ([`crate::idle`]).
     Idle,
+    /// Idle exits and their causes ([`crate::wakeups`]).
     Wakeups,
+    /// Hotplug steps ([`crate::hotplug`]).
     Hotplug,
+    /// Wakeup latency and run-queue waits ([`crate::sched`]).
     Sched,
+    /// Frequency residency ([`crate::freq`]).
     Freq,
+    /// Energy from a model ([`crate::energy`]).
     Energy,
+    /// haltpoll's poll-limit timeline ([`crate::haltpoll`]).
     Haltpoll,
+    /// The idle-polling replay ([`crate::replay`]).
     Whatif,
+    /// Idle-balance kicks ([`crate::kicks`]).
     Kicks,
 }
 
@@ -36,6 +45,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 impl Analysis {
+    /// Every analysis, in the order reports list them.
     pub const ALL: [Analysis; 9] = [
         Analysis::Idle,
         Analysis::Wakeups,
@@ -48,6 +58,7 @@ impl Analysis {
         Analysis::Kicks,
     ];
 
+    /// The name `--only` takes and reports use (`idle`, `wakeups`, ...).
     pub fn as_str(self) -> &'static str {
         KINDS[self as usize]
     }
@@ -81,12 +92,22 @@ impl std::str::FromStr for Analysis {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum Outcome<T> {
+    /// It ran: its report.
     Done(T),
-    Missing { missing: Missing },
-    Skipped { skipped: String },
+    /// The trace lacks the events it needs.
+    Missing {
+        /// Which events, and how to record them.
+        missing: Missing,
+    },
+    /// Not run (the energy analysis without a model).
+    Skipped {
+        /// Why, and what to give.
+        skipped: String,
+    },
 }
 
 impl<T: Tabular> Outcome<T> {
+    /// Its tables and notes for people, under the section title `name`.
     pub fn section(&self, name: &str) -> Section {
         match self {
             Outcome::Done(r) => Section {
@@ -109,6 +130,7 @@ impl<T: Tabular> Outcome<T> {
             },
         }
     }
+    /// The report, if the analysis ran.
     pub fn done(&self) -> Option<&T> {
         match self {
             Outcome::Done(r) => Some(r),
@@ -132,8 +154,11 @@ fn outcome<T>(r: Result<T, Missing>) -> Outcome<T> {
 /// One analysis's tables for people (and export).
 #[derive(Debug, Clone, Serialize)]
 pub struct Section {
+    /// Section title (the analysis's name).
     pub name: String,
+    /// Its tables (empty when it did not run).
     pub tables: Vec<Table>,
+    /// Its caveats.
     pub notes: Vec<String>,
     /// Why there are no tables (missing events, no model).
     pub problem: Option<String>,
@@ -142,22 +167,33 @@ pub struct Section {
 /// Everything `pmlab analyze` computed.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
+    /// What was analysed (trace.dat v6, ftrace text...).
     pub source: String,
+    /// CPUs in the trace.
     pub cpus: u32,
+    /// Events in the trace.
     pub events: usize,
+    /// Last event's timestamp minus the first's, ns.
     pub span_ns: u64,
+    /// Idle residency, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<Outcome<IdleReport>>,
+    /// Idle exits and their causes, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups: Option<Outcome<WakeupsReport>>,
+    /// Scheduling latency, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sched: Option<Outcome<SchedReport>>,
+    /// Frequency residency, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freq: Option<Outcome<FreqReport>>,
+    /// Energy, when selected (skipped without a model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub energy: Option<Outcome<EnergyReport>>,
+    /// haltpoll's poll-limit timeline, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub haltpoll: Option<Outcome<HaltpollReport>>,
+    /// Trace idle time against the counters, when a sidecar was there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crosscheck: Option<Outcome<CrossReport>>,
     /// What idle polling would have done (the haltpoll governor over the default values).
@@ -171,7 +207,9 @@ pub struct Report {
 /// Inputs besides the trace.
 #[derive(Default)]
 pub struct Extras<'a> {
+    /// The energy model for the energy analysis; None skips it.
     pub model: Option<&'a Model>,
+    /// The counter sidecar for the cross-check: None when absent, Err when unusable.
     pub sidecar: Option<Result<Sidecar, crate::crosscheck::SidecarError>>,
 }
 
@@ -336,8 +374,10 @@ pub fn needs_kallsyms(only: &[Analysis]) -> bool {
 /// tree first: the haltpoll timeline alone is megabytes).
 #[derive(Serialize)]
 pub struct Analyzed {
+    /// The analyses of [`run`].
     #[serde(flatten)]
     pub report: Report,
+    /// Hotplug operations, when selected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hotplug: Option<Outcome<crate::hotplug::HotplugReport>>,
 }

@@ -13,9 +13,12 @@ use pmlab_kernel::counters::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// Counter snapshots taken right before and after a recording (`FILE.counters.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sidecar {
+    /// Taken before tracing started.
     pub before: Snapshot,
+    /// Taken after tracing stopped.
     pub after: Snapshot,
 }
 
@@ -29,8 +32,10 @@ pub fn sidecar_path(trace: &Path) -> PathBuf {
 /// A sidecar that is there but cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SidecarError {
+    /// The sidecar could not be read (the path; the OS error is the source).
     #[error("{0}")]
     Read(PathBuf, #[source] std::io::Error),
+    /// The sidecar is not valid JSON of two snapshots (the path; serde's error is the source).
     #[error("{0}")]
     Malformed(PathBuf, #[source] serde_json::Error),
 }
@@ -46,30 +51,41 @@ pub fn load(trace: &Path) -> Option<Result<Sidecar, SidecarError>> {
     Some(serde_json::from_str(&text).map_err(|e| SidecarError::Malformed(p, e)))
 }
 
+/// One CPU's idle time by the trace and by the counters.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuCheck {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Idle time the trace shows, ns.
     pub trace_idle_ns: u64,
+    /// Idle periods the trace shows.
     pub trace_entries: u64,
     /// Sum of cpuidle per-state `time` deltas (None: no cpuidle states for this CPU).
     pub cpuidle_ns: Option<u64>,
+    /// Sum of cpuidle per-state `usage` deltas: idle entries by the counters.
     pub cpuidle_usage: Option<u64>,
     /// /proc/stat idle+iowait delta.
     pub stat_idle_ns: Option<u64>,
     /// trace − cpuidle, as a share of the cpuidle value.
     pub gap_cpuidle: Option<f64>,
+    /// trace − /proc/stat, as a share of the /proc/stat value.
     pub gap_stat: Option<f64>,
 }
 
+/// The cross-check's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrossReport {
+    /// Time between the two snapshots, ns.
     pub window_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuCheck>,
+    /// Caveats (jiffy resolution, CPUs missing from a side...).
     pub notes: Vec<String>,
 }
 
 const JIFFY_NS: u64 = 10_000_000;
 
+/// Compare the idle analysis's per-CPU idle time with the sidecar's counter deltas.
 pub fn check(idle: &IdleReport, s: &Sidecar) -> CrossReport {
     let mut notes = Vec::new();
     let mut cpus = Vec::new();

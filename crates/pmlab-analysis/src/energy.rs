@@ -12,10 +12,18 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Why an energy model was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// The file cannot be read, or is not a model in TOML (or LISA's `plat_info.yml`).
     #[error("{path}: {msg}")]
-    Parse { path: String, msg: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// The reader's or parser's message.
+        msg: String,
+    },
+    /// The model parses but is not usable (power not rising with frequency, no domain...): the message names the entry.
     #[error("energy model: {0}")]
     Invalid(String),
 }
@@ -23,13 +31,16 @@ pub enum ModelError {
 /// One operating point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Opp {
+    /// Frequency, kHz.
     pub khz: u64,
+    /// Active power at that frequency, mW.
     pub mw: f64,
 }
 
 /// A power domain: the CPUs it describes (each with this power), its OPPs and idle states.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Domain {
+    /// Domain name for tables (`little`, `big`); may be empty.
     #[serde(default)]
     pub name: String,
     /// CPU list ("0-3,6").
@@ -38,6 +49,7 @@ pub struct Domain {
     /// "idle-task" for CPUs whose idle comes from the idle task).
     #[serde(default)]
     pub idle_mw: BTreeMap<String, f64>,
+    /// Operating points; active power is looked up by the CPU's frequency.
     #[serde(default)]
     pub opp: Vec<Opp>,
     /// Energy per idle exit, µJ.
@@ -58,10 +70,12 @@ pub struct Domain {
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
+    /// The power domains; a CPU belongs to the first domain that lists it.
     pub domain: Vec<Domain>,
 }
 
 impl Model {
+    /// Parse and validate a TOML model; `path` names it in errors.
     pub fn from_toml(text: &str, path: &str) -> Result<Model, ModelError> {
         let m: Model = toml::from_str(text).map_err(|e| ModelError::Parse {
             path: path.into(),
@@ -156,24 +170,40 @@ impl Model {
 /// Energy of one CPU, mJ.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuEnergy {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Its domain's name.
     pub domain: String,
+    /// Time not idle, ms.
     pub active_ms: f64,
+    /// Time idle, ms.
     pub idle_ms: f64,
+    /// Idle exits (idle periods that ended within the trace).
     pub wakeups: u64,
+    /// Energy while active, mJ.
     pub active_mj: f64,
+    /// Energy while idle, mJ.
     pub idle_mj: f64,
+    /// Energy of its idle exits, mJ.
     pub wakeup_mj: f64,
+    /// Active + idle + wakeup energy, mJ.
     pub total_mj: f64,
+    /// Average power over the trace's span, mW.
     pub avg_mw: f64,
 }
 
+/// The energy analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct EnergyReport {
+    /// The span the energy covers, ns.
     pub span_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuEnergy>,
+    /// Sum over CPUs, mJ.
     pub total_mj: f64,
+    /// Average power of all CPUs over the span, mW.
     pub avg_mw: f64,
+    /// Caveats (CPUs without frequency events or without a domain...).
     pub notes: Vec<String>,
 }
 

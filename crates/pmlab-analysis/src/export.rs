@@ -32,8 +32,11 @@ pub fn write_parquet(dir: &Path, tables: &[Table]) -> std::io::Result<Vec<PathBu
 /// The type of an exported column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
+    /// Whole numbers.
     Int64,
+    /// Floating-point numbers.
     Double,
+    /// Text.
     Utf8,
 }
 

@@ -35,28 +35,40 @@ pub fn timeline(trace: &Trace, opts: &Options) -> Result<Timeline, Missing> {
     Ok(t)
 }
 
+/// Time at one frequency.
 #[derive(Debug, Clone, Serialize)]
 pub struct FreqRow {
+    /// Frequency, kHz.
     pub khz: u64,
+    /// Time at it, ns.
     pub time_ns: u64,
     /// Of the CPU's known time (after its first event).
     pub share: f64,
 }
 
+/// One CPU's frequency residency.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuFreq {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// `cpu_frequency` events on it.
     pub changes: u64,
     /// Time before the first event, when the frequency is unknown.
     pub unknown_ns: u64,
+    /// Time-weighted mean frequency over its known time, kHz.
     pub avg_khz: f64,
+    /// Time per frequency.
     pub residency: Vec<FreqRow>,
 }
 
+/// The frequency analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct FreqReport {
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuFreq>,
+    /// Caveats.
     pub notes: Vec<String>,
 }
 

@@ -7,32 +7,46 @@ use pmlab_trace::Trace;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// One `guest_halt_poll_ns` change the haltpoll governor logged.
 #[derive(Debug, Clone, Serialize)]
 pub struct Change {
     /// Seconds since the trace's first event.
     pub at_s: f64,
+    /// The CPU whose poll limit changed.
     pub cpu: u32,
+    /// Grown (else shrunk).
     pub grow: bool,
+    /// The limit before, ns.
     pub old_ns: u64,
+    /// The limit after, ns.
     pub new_ns: u64,
 }
 
+/// One CPU's poll-limit changes.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuLimits {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Times the limit grew.
     pub grows: u64,
+    /// Times it shrank.
     pub shrinks: u64,
     /// Poll limit (ns) → time at that limit (ns), from the first event's `old` value onward.
     pub time_at: BTreeMap<u64, u64>,
 }
 
+/// The haltpoll analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct HaltpollReport {
+    /// Every change, in time order.
     pub timeline: Vec<Change>,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuLimits>,
+    /// Caveats.
     pub notes: Vec<String>,
 }
 
+/// The poll-limit timeline of `trace`; `Missing` without `power:guest_halt_poll_ns` events.
 pub fn analyze(trace: &Trace, opts: &Options) -> Result<HaltpollReport, Missing> {
     let missing = || Missing::new("haltpoll", &["power:guest_halt_poll_ns"]);
     let id = trace

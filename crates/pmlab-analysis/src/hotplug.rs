@@ -23,7 +23,9 @@ use crate::{Cell, Missing, Table, Tabular};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
+    /// Taking a CPU offline (writing 0 to `online`).
     Offline,
+    /// Bringing a CPU online (writing 1).
     Online,
 }
 
@@ -50,6 +52,7 @@ impl Direction {
     pub fn online_after(self) -> bool {
         self == Direction::Online
     }
+    /// The other direction.
     pub fn reverse(self) -> Direction {
         match self {
             Direction::Offline => Direction::Online,
@@ -71,15 +74,19 @@ pub struct Step {
     pub multi: bool,
     /// The CPU and task it ran on.
     pub exec_cpu: u32,
+    /// The task's pid.
     pub pid: i32,
     /// Ran on the CPU being plugged (else on the control CPU).
     pub on_target: bool,
+    /// Start, trace timestamp (ns).
     pub start_ns: u64,
+    /// Duration, ns.
     pub duration_ns: u64,
     /// Duration minus the steps nested directly inside it.
     pub exclusive_ns: u64,
     /// Time its task was switched out during the step (None without `sched_switch`).
     pub off_cpu_ns: Option<u64>,
+    /// The callback's return value (non-zero: the step failed).
     pub ret: i32,
     /// Part of the arch bring-up/teardown (kick_ap … ap:online, cpu:teardown).
     pub arch: bool,
@@ -92,6 +99,7 @@ pub struct Step {
 }
 
 impl Step {
+    /// End, trace timestamp (ns).
     pub fn end_ns(&self) -> u64 {
         self.start_ns + self.duration_ns
     }
@@ -100,11 +108,15 @@ impl Step {
 /// One offline or online operation of one CPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Operation {
+    /// The CPU plugged or unplugged.
     pub cpu: u32,
+    /// Offline or online.
     pub direction: Direction,
     /// First step's start and last step's end.
     pub start_ns: u64,
+    /// Last step's end, trace timestamp (ns).
     pub end_ns: u64,
+    /// `end_ns - start_ns`.
     pub span_ns: u64,
     /// Sum of the steps' exclusive times (the span minus the gaps between top-level steps).
     pub steps_sum_ns: u64,
@@ -118,9 +130,11 @@ pub struct Operation {
     pub interrupted_ns: Option<u64>,
     /// Exclusive time of steps on the control CPU and on the target.
     pub control_ns: u64,
+    /// Exclusive time of steps on the target CPU, ns.
     pub target_ns: u64,
     /// Exclusive time in arch steps, and in the rest.
     pub arch_ns: u64,
+    /// Exclusive time of the other steps, ns.
     pub rest_ns: u64,
     /// A step returned an error or was rolled back.
     pub failed: bool,
@@ -128,6 +142,7 @@ pub struct Operation {
     pub complete: bool,
     /// The task that made the write (first top-level step's task).
     pub control_pid: i32,
+    /// Every step, in start order.
     pub steps: Vec<Step>,
 }
 
@@ -145,6 +160,7 @@ impl Operation {
     pub fn slowest(&self) -> Option<&Step> {
         self.steps.iter().max_by_key(|s| s.exclusive_ns)
     }
+    /// Steps that undo earlier ones after a failure.
     pub fn rollback_steps(&self) -> usize {
         self.steps.iter().filter(|s| s.rollback).count()
     }
@@ -186,42 +202,61 @@ type StepKey<'a> = (i32, &'a str);
 /// A step across operations of one direction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepStat {
+    /// Offline or online.
     pub direction: Direction,
+    /// cpuhp state number.
     pub state: i32,
+    /// Its name in `hotplug/states`, when known.
     pub name: Option<String>,
+    /// The callback symbol.
     pub callback: String,
+    /// Invocations across operations.
     pub count: usize,
     /// Of the exclusive time.
     pub p50_ns: u64,
+    /// Largest exclusive time, ns.
     pub max_ns: u64,
+    /// Sum of exclusive times, ns.
     pub total_ns: u64,
 }
 
 /// Per-direction totals.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DirectionSummary {
+    /// Offline or online.
     pub direction: Direction,
+    /// Operations of this direction.
     pub operations: usize,
+    /// Those that failed.
     pub failed: usize,
+    /// Median span, ns.
     pub p50_span_ns: u64,
+    /// Largest span, ns.
     pub max_span_ns: u64,
+    /// Median exclusive time on the control CPU, ns.
     pub p50_control_ns: u64,
+    /// Median exclusive time on the target CPU, ns.
     pub p50_target_ns: u64,
+    /// Median exclusive time in arch steps, ns.
     pub p50_arch_ns: u64,
     /// Operations that did not fail whose steps cover less than `MIN_COVERAGE` of the span.
     pub below_coverage: usize,
+    /// The lowest coverage among the operations (∞ when there are none).
     pub min_coverage: f64,
 }
 
 /// What [`analyze`] found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HotplugReport {
+    /// Every operation, in time order.
     pub operations: Vec<Operation>,
+    /// Totals per direction.
     pub summary: Vec<DirectionSummary>,
     /// Slowest steps per direction by p50 of exclusive time (at most [`TOP_STEPS`] each).
     pub slowest: Vec<StepStat>,
     /// The coverage an operation must reach for its steps to "add up".
     pub min_coverage: f64,
+    /// Caveats (steps that do not add up, missing events...).
     pub notes: Vec<String>,
 }
 
@@ -234,9 +269,13 @@ pub const TOP_STEPS: usize = 10;
 /// trace). Steps whose top-level ancestor starts inside it belong to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
+    /// The CPU written.
     pub cpu: u32,
+    /// The write's direction.
     pub direction: Direction,
+    /// Before the write, trace timestamp (ns).
     pub start_ns: u64,
+    /// After the write returned, trace timestamp (ns).
     pub end_ns: u64,
 }
 

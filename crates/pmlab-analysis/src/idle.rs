@@ -18,8 +18,11 @@ const EXIT: u64 = 0xffff_ffff;
 /// One idle period of one CPU (24 bytes: a trace has hundreds of thousands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Period {
+    /// cpuidle state index, or [`IDLE_TASK`] / [`UNKNOWN_STATE`].
     pub state: u32,
+    /// Entry, trace timestamp (ns).
     pub start: u64,
+    /// Exit, trace timestamp (ns).
     pub end: u64,
     /// Began before the trace (exit seen without an enter): starts at the trace's first event.
     pub open_start: bool,
@@ -28,12 +31,15 @@ pub struct Period {
 }
 
 impl Period {
+    /// Length, ns.
     pub fn len(&self) -> u64 {
         self.end - self.start
     }
+    /// Zero length.
     pub fn is_empty(&self) -> bool {
         self.end == self.start
     }
+    /// Both ends were seen (neither open).
     pub fn complete(&self) -> bool {
         !self.open_start && !self.open_end
     }
@@ -52,6 +58,7 @@ pub enum Source {
 }
 
 impl Source {
+    /// The name tables show (`cpu_idle`, `idle task (fallback)`, `none`).
     pub fn label(&self) -> &'static str {
         match self {
             Source::CpuIdle => "cpu_idle",
@@ -64,14 +71,20 @@ impl Source {
 /// The idle periods of a trace, per CPU, with the trace span.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Periods {
+    /// The trace's first event's timestamp (ns).
     pub t0: u64,
+    /// Its last event's timestamp (ns).
     pub t1: u64,
+    /// Per CPU: where its periods come from.
     pub source: BTreeMap<u32, Source>,
+    /// Per CPU: its idle periods in time order.
     pub by_cpu: BTreeMap<u32, Vec<Period>>,
+    /// Caveats (fallbacks, quirks detected).
     pub notes: Vec<String>,
 }
 
 impl Periods {
+    /// `t1 - t0`, ns.
     pub fn span(&self) -> u64 {
         self.t1.saturating_sub(self.t0)
     }
@@ -375,8 +388,11 @@ fn list(cpus: &[u32]) -> String {
 /// One idle state of one CPU.
 #[derive(Debug, Clone, Serialize)]
 pub struct StateRow {
+    /// cpuidle state index (see [`Period::state`]).
     pub state: u32,
+    /// The state's name (`POLL`, `C1`, `state2` when unknown).
     pub name: String,
+    /// Time in it, ns.
     pub time_ns: u64,
     /// Of the trace's span.
     pub share: f64,
@@ -386,29 +402,43 @@ pub struct StateRow {
     pub residency: DurationSummary,
     /// Governor misses: too deep (`above`) and too shallow (`below`); None when unknown.
     pub above: Option<u64>,
+    /// See `above`.
     pub below: Option<u64>,
 }
 
+/// One CPU's idle time.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuRow {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Where its idle periods come from.
     pub source: Source,
+    /// Idle time, ns.
     pub idle_ns: u64,
+    /// Of the trace's span.
     pub share: f64,
+    /// Idle periods entered during the trace.
     pub entries: u64,
+    /// Per state, by index.
     pub states: Vec<StateRow>,
 }
 
+/// The idle analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct IdleReport {
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuRow>,
     /// Time during which every CPU with idle information was idle at once.
     pub all_idle_ns: u64,
+    /// `all_idle_ns` over the span.
     pub all_idle_share: f64,
+    /// The CPUs counted for `all_idle_ns` (those with idle information).
     pub all_idle_cpus: Vec<u32>,
     /// Where the miss counts come from: "cpu_idle_miss", "target residencies" or "unavailable".
     pub misses_from: String,
+    /// Caveats (fallbacks, quirks detected, counters disagreeing).
     pub notes: Vec<String>,
 }
 

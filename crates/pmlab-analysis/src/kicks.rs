@@ -29,6 +29,7 @@ pub enum Via {
 }
 
 impl Via {
+    /// The name tables show: `ipi`, `no-ipi`, `unknown`.
     pub fn as_str(self) -> &'static str {
         match self {
             Via::Ipi => "ipi",
@@ -51,6 +52,7 @@ pub enum BalanceKind {
 /// One balance: a kick (with its sender) or a tick's periodic balance.
 #[derive(Debug, Clone, Serialize)]
 pub struct Kick {
+    /// A kick or a tick's periodic balance.
     pub kind: BalanceKind,
     /// The CPU the balance ran on (the kick's target).
     pub cpu: u32,
@@ -58,7 +60,9 @@ pub struct Kick {
     pub ts: u64,
     /// The CPU and task that sent the kick (None: not seen; tick balances have none).
     pub kicker_cpu: Option<u32>,
+    /// The kicker task (`comm:pid`).
     pub kicker: Option<String>,
+    /// How the kick arrived; None for tick balances.
     pub via: Option<Via>,
     /// The target was running the idle task when the kick arrived.
     pub target_idle: bool,
@@ -73,10 +77,15 @@ pub struct Kick {
 /// Kicks and tick balances of one CPU.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CpuKicks {
+    /// The CPU (kernel numbering), as the kick's target.
     pub cpu: u32,
+    /// Kicks it received.
     pub kicks: u64,
+    /// Kicks per second of the trace's span.
     pub kicks_per_s: f64,
+    /// Kicks that came by IPI.
     pub via_ipi: u64,
+    /// Kicks that came without an IPI (it was polling).
     pub via_no_ipi: u64,
     /// Kicks whose softirq migrated at least one task.
     pub migrated: u64,
@@ -84,8 +93,11 @@ pub struct CpuKicks {
     pub moved_nothing: u64,
     /// Kicks after which the target ran a task, and after which it idled again.
     pub then_ran: u64,
+    /// See `then_ran`.
     pub then_idle: u64,
+    /// Periodic balances from its tick.
     pub tick_balances: u64,
+    /// Tick balances per second of the span.
     pub tick_per_s: f64,
     /// Tick balances that migrated a task.
     pub tick_migrated: u64,
@@ -94,20 +106,30 @@ pub struct CpuKicks {
 /// Kicks by (kicker CPU, kicker task, target).
 #[derive(Debug, Clone, Serialize)]
 pub struct KickerRow {
+    /// The CPU that sent the kicks; None when not seen.
     pub kicker_cpu: Option<u32>,
+    /// The task that sent them (`comm:pid`, or `?`).
     pub kicker: String,
+    /// The CPU kicked.
     pub target: u32,
+    /// Kicks.
     pub kicks: u64,
+    /// Those whose softirq migrated nothing.
     pub moved_nothing: u64,
 }
 
+/// The kicks analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct KicksReport {
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuKicks>,
+    /// Per kicker and target, most kicks first.
     pub kickers: Vec<KickerRow>,
     /// Every kick and tick balance, in time order.
     pub kicks: Vec<Kick>,
+    /// Caveats (missing events, kallsyms lacking `nohz_csd_func`...).
     pub notes: Vec<String>,
 }
 

@@ -1,6 +1,7 @@
 //! pmlab-analysis: analyses over decoded trace columns and counter deltas — idle residency,
 //! wakeup causes and needless wakeups, idle-balance kicks, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
 //! Analyses never touch the machine: they read a `pmlab_trace::Trace` (and optional sidecars).
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod all;
@@ -23,7 +24,7 @@ pub mod table;
 #[cfg(test)]
 mod tests_synth;
 #[cfg(test)]
-pub mod testutil;
+mod testutil;
 pub mod wakeups;
 
 pub use missing::Missing;
@@ -34,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// One idle state as the analyses need it (name and target residency), by cpuidle index.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StateInfo {
+    /// The state's name (`POLL`, `C1`).
     pub name: String,
     /// Target residency, ns (for governor misses when the trace has no `cpu_idle_miss`).
     pub target_residency_ns: Option<u64>,
@@ -51,12 +53,14 @@ pub struct Options {
 }
 
 impl Options {
+    /// Whether the options select `cpu`.
     pub fn wants(&self, cpu: u32) -> bool {
         match &self.cpus {
             None => true,
             Some(s) => s.contains(&cpu),
         }
     }
+    /// Rows the "top" tables keep (10 when unset).
     pub fn top(&self) -> usize {
         if self.top == 0 {
             10
@@ -82,6 +86,7 @@ impl Options {
 
 /// Anything with tables and notes for people (and for CSV export and `--baseline`).
 pub trait Tabular {
+    /// Its tables (data for people, CSV and `--baseline`).
     fn tables(&self) -> Vec<Table>;
     /// Caveats: fallbacks used, quirks detected, what could not be computed.
     fn notes(&self) -> Vec<String>;

@@ -3,9 +3,11 @@
 
 use serde::Serialize;
 
+/// An analysis could not run: the trace lacks the events it needs.
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
 #[error("{analysis}: the trace has no {} events; record them with `{hint}`", events.join(", "))]
 pub struct Missing {
+    /// The analysis (`idle`, `wakeups`...).
     pub analysis: String,
     /// `system:event` names the analysis needs (any one of them, where it says "or").
     pub events: Vec<String>,
@@ -14,6 +16,7 @@ pub struct Missing {
 }
 
 impl Missing {
+    /// The error for `analysis`, needing `events` (`system:event`; "a or b" for alternatives).
     pub fn new(analysis: &str, events: &[&str]) -> Missing {
         let flags: Vec<String> = events
             .iter()

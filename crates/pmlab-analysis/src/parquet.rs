@@ -18,9 +18,13 @@ use std::sync::Arc;
 /// One column's values; `None` is a null.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Column {
+    /// 64-bit integers.
     Int64(Vec<Option<i64>>),
+    /// 64-bit floats.
     Double(Vec<Option<f64>>),
+    /// UTF-8 text.
     Utf8(Vec<Option<String>>),
+    /// Booleans.
     Bool(Vec<Option<bool>>),
 }
 
@@ -96,10 +100,12 @@ fn values_and_levels<T: Clone>(v: &[Option<T>], optional: bool) -> (Vec<T>, Opti
 /// A flat table: named columns of equal length.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Table {
+    /// (name, values) pairs, in column order.
     pub columns: Vec<(String, Column)>,
 }
 
 impl Table {
+    /// A table with no columns.
     pub fn new() -> Table {
         Table::default()
     }

@@ -9,19 +9,25 @@ use pmlab_trace::Trace;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+/// One task's scheduling latencies (or all tasks').
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
     /// `comm:pid`, or "all".
     pub task: String,
+    /// Wakeup latency: `sched_waking` to the switch that runs it.
     pub wakeup: DurationSummary,
+    /// Run-queue waits: preempted runnable until switched back in.
     pub runq: DurationSummary,
 }
 
+/// The scheduling analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct SchedReport {
+    /// All tasks together.
     pub overall: TaskRow,
     /// The tasks with the most wakeups (at most `Options::top`).
     pub tasks: Vec<TaskRow>,
+    /// Caveats.
     pub notes: Vec<String>,
 }
 

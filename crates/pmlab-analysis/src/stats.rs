@@ -7,12 +7,19 @@ use serde::Serialize;
 /// `stats::Summary`, which summarises a handful of run results with a confidence interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct DurationSummary {
+    /// Number of durations.
     pub n: u64,
+    /// Their sum, ns.
     pub total_ns: u64,
+    /// Smallest, ns.
     pub min_ns: u64,
+    /// Mean, ns.
     pub mean_ns: f64,
+    /// Median (nearest rank), ns.
     pub p50_ns: u64,
+    /// 99th percentile (nearest rank), ns.
     pub p99_ns: u64,
+    /// Largest, ns.
     pub max_ns: u64,
 }
 

@@ -3,16 +3,22 @@
 
 use serde::Serialize;
 
+/// One table cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Cell {
+    /// Text.
     Str(String),
+    /// A whole number.
     Int(i64),
+    /// A floating-point number.
     Float(f64),
+    /// No value (printed empty, null in JSON).
     Empty,
 }
 
 impl Cell {
+    /// The number in the cell (integers as floats); None for text and empty cells.
     pub fn num(&self) -> Option<f64> {
         match self {
             Cell::Int(v) => Some(*v as f64),
@@ -80,18 +86,23 @@ impl<T: Into<Cell>> From<Option<T>> for Cell {
     }
 }
 
+/// A table of an analysis report: named columns, rows of cells.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     /// File-name-safe identifier (`idle_states`), unique within one `pmlab analyze` run.
     pub name: String,
+    /// Title for people.
     pub title: String,
+    /// Column names.
     pub columns: Vec<String>,
     /// The first `keys` columns identify a row (for `--baseline`).
     pub keys: usize,
+    /// The rows, each with one cell per column.
     pub rows: Vec<Vec<Cell>>,
 }
 
 impl Table {
+    /// An empty table with these columns; the first `keys` identify a row.
     pub fn new(name: &str, title: &str, columns: &[&str], keys: usize) -> Table {
         Table {
             name: name.into(),
@@ -101,6 +112,7 @@ impl Table {
             rows: Vec::new(),
         }
     }
+    /// Append a row (one cell per column).
     pub fn row(&mut self, cells: Vec<Cell>) {
         debug_assert_eq!(cells.len(), self.columns.len(), "{}", self.name);
         self.rows.push(cells);

@@ -17,15 +17,20 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CauseKind {
+    /// An inter-processor interrupt (reschedule, call function...).
     Ipi,
+    /// A device interrupt.
     Irq,
     /// A wakeup of a polling CPU that needed no IPI.
     Polling,
+    /// A timer (hrtimer or timer-wheel function).
     Timer,
+    /// Nothing seen that explains the exit.
     Unknown,
 }
 
 impl CauseKind {
+    /// Every kind, in table order.
     pub const ALL: [CauseKind; 5] = [
         CauseKind::Ipi,
         CauseKind::Irq,
@@ -34,6 +39,7 @@ impl CauseKind {
         CauseKind::Unknown,
     ];
 
+    /// The name tables show: `ipi`, `irq`, `polling`, `timer`, `unknown`.
     pub fn as_str(self) -> &'static str {
         match self {
             CauseKind::Ipi => "ipi",
@@ -67,6 +73,7 @@ impl std::borrow::Borrow<str> for CauseKind {
 /// What ended one idle period.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Cause {
+    /// The kind of source.
     pub kind: CauseKind,
     /// Timer function, IPI kind and purpose, IRQ name.
     pub detail: String,
@@ -259,7 +266,14 @@ pub enum Afterwards {
     /// Only interrupt, softirq and timer handlers ran: a needless wakeup.
     Needless,
     /// A task ran: the first one, and how long tasks ran before the CPU idled again.
-    Task { task: String, pid: i32, run_ns: u64 },
+    Task {
+        /// The first task's `comm`.
+        task: String,
+        /// Its pid.
+        pid: i32,
+        /// Time tasks ran before the CPU idled again, ns.
+        run_ns: u64,
+    },
     /// The trace ended before the CPU idled again, and no task had run.
     Unfinished,
     /// The CPU's idle periods are idle-task periods (no `cpu_idle`): each ends when a task
@@ -270,15 +284,19 @@ pub enum Afterwards {
 /// One idle exit and what followed it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Exit {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
     /// The idle period's start and end (the exit).
     pub idle_start: u64,
+    /// The exit, trace timestamp (ns).
     pub exit: u64,
     /// The CPU's next idle entry (None: not within the trace).
     pub next_idle: Option<u64>,
+    /// What ended the idle period.
     pub cause: Cause,
     /// The cause's originator (IPI sender task, polling waker), if known.
     pub origin: Option<String>,
+    /// What the CPU did next.
     pub afterwards: Afterwards,
 }
 
@@ -286,7 +304,9 @@ pub struct Exit {
 /// the busy time they cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct NeedlessSum {
+    /// Idle exits counted.
     pub exits: u64,
+    /// Those that were needless (only handlers ran before the next idle entry).
     pub needless: u64,
     /// Lengths of the idle periods that needless exits ended.
     pub cut_idle_ns: u64,
@@ -303,11 +323,16 @@ impl std::ops::AddAssign for NeedlessSum {
     }
 }
 
+/// Idle exits of one cause on one CPU (CPU `u32::MAX`: all CPUs).
 #[derive(Debug, Clone, Serialize)]
 pub struct CauseRow {
+    /// The CPU (kernel numbering), or `u32::MAX` for all.
     pub cpu: u32,
+    /// The cause.
     pub cause: Cause,
+    /// Exits it caused.
     pub exits: u64,
+    /// Exits per second of the trace's span.
     pub per_s: f64,
     /// Of the CPU's idle exits.
     pub share: f64,
@@ -320,18 +345,24 @@ pub struct CauseRow {
 /// Idle exits of one originator on one CPU (CPU `u32::MAX`: all CPUs).
 #[derive(Debug, Clone, Serialize)]
 pub struct OriginRow {
+    /// The CPU (kernel numbering), or `u32::MAX` for all.
     pub cpu: u32,
+    /// The originator (`comm:pid` of an IPI sender or polling waker).
     pub origin: String,
+    /// Exits it caused.
     pub exits: u64,
+    /// Needless ones among them.
     pub needless: NeedlessSum,
 }
 
 /// What ran after a CPU's idle exits: a task (by its first task after the exit) or nothing.
 #[derive(Debug, Clone, Serialize)]
 pub struct AfterRow {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
     /// The task (`comm:pid`); None: no task, only handlers (needless exits).
     pub task: Option<String>,
+    /// Exits followed by that task (or by nothing).
     pub exits: u64,
     /// Time tasks ran after those exits, before the CPU idled again.
     pub run_ns: u64,
@@ -339,12 +370,18 @@ pub struct AfterRow {
     pub busy_ns: u64,
 }
 
+/// One CPU's idle exits.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuRow {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Where its idle periods come from.
     pub source: Source,
+    /// Idle exits.
     pub exits: u64,
+    /// Idle exits per second of the trace's span.
     pub per_s: f64,
+    /// Exits per cause kind.
     pub by_kind: BTreeMap<CauseKind, u64>,
     /// Needless exits; None where they cannot be seen (idle-task periods, no `cpu_idle`).
     pub needless: Option<NeedlessSum>,
@@ -352,26 +389,37 @@ pub struct CpuRow {
     pub needless_per_s: Option<f64>,
 }
 
+/// Who woke which task onto a CPU (`sched_waking` with that target CPU).
 #[derive(Debug, Clone, Serialize)]
 pub struct WakerRow {
+    /// The waking task (`comm:pid`).
     pub waker: String,
+    /// The woken task (`comm:pid`, `?` when unknown).
     pub wakee: String,
+    /// The target CPU.
     pub cpu: u32,
+    /// Wakeups.
     pub count: u64,
+    /// Wakeups per second of the trace's span.
     pub per_s: f64,
 }
 
+/// The wakeups analysis's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct WakeupsReport {
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// Per CPU, by CPU.
     pub cpus: Vec<CpuRow>,
     /// Sorted by CPU, then exits (descending); CPU `u32::MAX` rows are all CPUs together.
     pub causes: Vec<CauseRow>,
+    /// Top wakers per target CPU, most wakeups first.
     pub wakers: Vec<WakerRow>,
     /// Originators of idle exits and their needless exits, by CPU then exits (descending).
     pub origins: Vec<OriginRow>,
     /// What ran after idle exits, per CPU, most frequent first (at most `top` a CPU).
     pub after: Vec<AfterRow>,
+    /// Caveats (fallbacks, missing events...).
     pub notes: Vec<String>,
 }
 
@@ -395,6 +443,7 @@ pub enum WakeClass {
 /// period (earlier sources that woke nobody are in [`WakeDetails::inner`]).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Wake {
+    /// The wake's class.
     pub class: WakeClass,
     /// The wake source's time (IRQ or IPI entry, wakeup without IPI); 0 when none.
     pub source: u64,
@@ -425,6 +474,7 @@ impl Wake {
 /// Per-period wakes of a trace (aligned with [`Periods::by_cpu`]), for the replay.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WakeDetails {
+    /// Per CPU: one wake per idle period, aligned with the periods.
     pub by_cpu: BTreeMap<u32, Vec<Wake>>,
     /// Per CPU: interrupts inside a period that woke nobody and were followed by another
     /// wake source in the same period, as (period index, time).

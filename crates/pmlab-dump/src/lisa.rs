@@ -39,24 +39,34 @@ use pmlab_trace::Kallsyms;
 /// Why the directory could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum LisaError {
+    /// A file or directory could not be written.
     #[error("{path}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The OS error.
         #[source]
         err: std::io::Error,
     },
+    /// An event's columns did not make an Arrow table.
     #[error("building the Arrow table of {event}")]
     Arrow {
+        /// The event (`system:name`).
         event: String,
+        /// Arrow's error.
         #[source]
         err: ArrowError,
     },
+    /// An event's Parquet file could not be written.
     #[error("writing {path}")]
     Parquet {
+        /// The file.
         path: PathBuf,
+        /// The Parquet writer's error.
         #[source]
         err: ParquetError,
     },
+    /// `meta.json` could not be serialised.
     #[error("writing meta.json")]
     Json(#[from] serde_json::Error),
 }

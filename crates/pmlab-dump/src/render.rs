@@ -679,6 +679,7 @@ fn event_renderer(f: &EventFormat) -> EventR {
 }
 
 impl<'t> Renderer<'t> {
+    /// A renderer for `trace`: print formats parsed once per event type.
     pub fn new(trace: &'t Trace) -> Renderer<'t> {
         let events = trace
             .formats

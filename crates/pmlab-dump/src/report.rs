@@ -1,5 +1,5 @@
 //! `pmlab dump`'s formatted view: each event as `trace-cmd report` (3.1) prints it, its
-//! print format evaluated ([`crate::printfmt`]) or, for the events libtraceevent's plugins
+//! print format evaluated (the `printfmt` module) or, for the events libtraceevent's plugins
 //! and trace-cmd's ftrace overrides print their own way, as they do (sched_switch,
 //! sched_wakeup, hrtimer, function, function_graph, kernel_stack, bprint). Also the raw view (`-R`) with
 //! the same line header, and event/CPU selection.
@@ -30,7 +30,9 @@ pub struct ReportOptions {
 #[derive(Debug, thiserror::Error)]
 #[error("no event {name:?} in this trace; it has: {available}")]
 pub struct UnknownEvent {
+    /// The name as given.
     pub name: String,
+    /// The events the trace has, comma-separated.
     pub available: String,
 }
 

@@ -14,16 +14,23 @@ use std::path::{Path, PathBuf};
 /// Why a snapshot could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum CountersError {
+    /// A counter file could not be read.
     #[error("{path}")]
     Io {
+        /// The file (under the root).
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// A counter file's line did not have the expected form.
     #[error("{path}: line {line}: {message}")]
     Parse {
+        /// The file (under the root).
         path: PathBuf,
+        /// Line number, 1-based (0: the file as a whole).
         line: usize,
+        /// What was wrong with it.
         message: String,
     },
 }
@@ -31,7 +38,9 @@ pub enum CountersError {
 /// One cpuidle state of one CPU (cumulative counters).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdleState {
+    /// K in `stateK`.
     pub index: u32,
+    /// The state's `name` (`POLL`, `C1`, `haltpoll`).
     pub name: String,
     /// Times the state was entered.
     pub usage: u64,
@@ -39,6 +48,7 @@ pub struct IdleState {
     pub time_us: u64,
     /// Governor misses: the state was too deep (`above`) or too shallow (`below`).
     pub above: Option<u64>,
+    /// See `above`; `None` on kernels without these files.
     pub below: Option<u64>,
 }
 
@@ -49,22 +59,32 @@ pub struct IrqLine {
     pub key: String,
     /// `LOC` for arch lines; the action name (`virtio1-req.0`) for device IRQs, else the number.
     pub name: String,
+    /// A device IRQ (the key is a number), not an arch line such as `LOC` or `CAL`.
     pub device: bool,
     /// Count per CPU column; empty for lines with one total (`ERR`, `MIS`).
     pub per_cpu: BTreeMap<u32, u64>,
+    /// Sum over all CPUs (or the single count of `ERR`/`MIS`).
     pub total: u64,
 }
 
 /// Jiffies per CPU from a /proc/stat `cpuN` line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuTimes {
+    /// Jiffies in user mode.
     pub user: u64,
+    /// Jiffies in user mode at low priority (nice > 0).
     pub nice: u64,
+    /// Jiffies in kernel mode.
     pub system: u64,
+    /// Jiffies idle (not counting iowait).
     pub idle: u64,
+    /// Jiffies idle with I/O outstanding.
     pub iowait: u64,
+    /// Jiffies servicing hard IRQs.
     pub irq: u64,
+    /// Jiffies servicing softirqs.
     pub softirq: u64,
+    /// Jiffies stolen by the hypervisor (time this vCPU wanted to run but did not).
     pub steal: u64,
 }
 
@@ -91,8 +111,11 @@ pub struct RaplZone {
     pub id: String,
     /// Zone name with its parent's: `package-0`, `package-0/core`.
     pub name: String,
+    /// A package zone (`intel-rapl:N`), not a subzone: the sum of top-level zones is the total.
     pub top_level: bool,
+    /// The energy counter, µJ (wraps at `max_energy_range_uj`).
     pub energy_uj: u64,
+    /// The counter wraps at this value, µJ (0 when the file is missing).
     pub max_energy_range_uj: u64,
 }
 
@@ -106,13 +129,17 @@ pub struct Snapshot {
     pub at: Nanos,
     /// cpu → its idle states (CPUs without cpuidle are absent).
     pub idle: BTreeMap<u32, Vec<IdleState>>,
+    /// /proc/interrupts lines, in file order.
     pub interrupts: Vec<IrqLine>,
     /// softirq kind (in /proc order) → cpu → count.
     pub softirqs: Vec<SoftirqRow>,
+    /// Context switches since boot (/proc/stat `ctxt`).
     pub ctxt: u64,
     /// The aggregate `cpu` line.
     pub cpu_total: CpuTimes,
+    /// cpu → its /proc/stat `cpuN` line (online CPUs only).
     pub cpu_times: BTreeMap<u32, CpuTimes>,
+    /// RAPL zones whose energy was readable (empty without RAPL or without root).
     pub rapl: Vec<RaplZone>,
     /// hwmon energy and power channels.
     #[serde(default)]

@@ -3,12 +3,25 @@
 /// Why a CPU list did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CpuListError {
+    /// The text was empty or blank.
     #[error("empty CPU list")]
     Empty,
+    /// Not a list of numbers and ranges.
     #[error("'{text}' is not a CPU list (examples: 1, 0-3, 0,2)")]
-    NotAList { text: String },
+    NotAList {
+        /// The text given.
+        text: String,
+    },
+    /// A range whose end is below its start (`3-1`).
     #[error("'{text}': range {from}-{to} runs backwards")]
-    Backwards { text: String, from: u32, to: u32 },
+    Backwards {
+        /// The text given.
+        text: String,
+        /// The range's first number.
+        from: u32,
+        /// The range's last number.
+        to: u32,
+    },
 }
 
 /// Parse a CPU list: `1`, `0-3`, `0,2-3`. Sorted, without duplicates.

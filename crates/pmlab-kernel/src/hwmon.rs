@@ -7,7 +7,8 @@ use crate::counters::{numbered, read_text, read_u64, CountersError};
 use crate::Root;
 use serde::{Deserialize, Serialize};
 
-pub const HWMON_DIR: &str = "/sys/class/hwmon";
+/// Where hwmon chips live (kernel path, mapped through the root).
+pub(crate) const HWMON_DIR: &str = "/sys/class/hwmon";
 
 /// What a channel measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +44,7 @@ pub struct Channel {
     pub chip: String,
     /// The chip's `name` file: `amd_energy`, `ina226`.
     pub chip_name: String,
+    /// Energy counter or power reading (and which power file).
     pub kind: ChannelKind,
     /// N of `energyN_input`.
     pub index: u32,

@@ -10,11 +10,13 @@ pub struct Root {
 }
 
 impl Root {
+    /// The machine's own root, `/`.
     pub fn system() -> Root {
         Root {
             base: PathBuf::from("/"),
         }
     }
+    /// A fake tree rooted at `path` (tests); kernel paths are mapped below it.
     pub fn new(path: impl Into<PathBuf>) -> Root {
         Root { base: path.into() }
     }

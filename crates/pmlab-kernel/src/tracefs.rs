@@ -20,26 +20,62 @@ pub const TRACEFS_MOUNT_POINT: &str = "/sys/kernel/tracing";
 /// Instance names are `pmlab-<pid>` (a second instance of one process: `pmlab-<pid>-<n>`).
 pub const INSTANCE_PREFIX: &str = "pmlab-";
 
+/// Why a tracefs operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
+    /// tracefs is not mounted and pmlab may not mount it.
     #[error("tracefs is not mounted (looked in {mounts}) and pmlab cannot mount it: {why}")]
-    NotMounted { mounts: PathBuf, why: String },
+    NotMounted {
+        /// The mount table read.
+        mounts: PathBuf,
+        /// Why mounting was not possible (not root, a fake root, ...).
+        why: String,
+    },
+    /// Mounting tracefs failed.
     #[error("mounting tracefs at {path}: {source}")]
-    Mount { path: PathBuf, source: io::Error },
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("writing {value:?} to {path}: {source}")]
-    Write {
+    Mount {
+        /// The mount point.
         path: PathBuf,
-        value: String,
+        /// The OS error.
         source: io::Error,
     },
+    /// Reading a tracefs file, or creating or removing an instance, failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Writing a tracefs file failed.
+    #[error("writing {value:?} to {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The value written.
+        value: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A relative path that leaves the instance (`..`, absolute, empty), refused before any access.
     #[error("{0:?} is not a file inside the instance")]
     OutsideInstance(String),
+    /// No such event in this kernel.
     #[error("unknown trace event {name:?}: no {path}")]
-    UnknownEvent { name: String, path: PathBuf },
+    UnknownEvent {
+        /// The event as given.
+        name: String,
+        /// Its `events/SYSTEM/NAME` directory that is missing.
+        path: PathBuf,
+    },
+    /// A bare event name that several systems have.
     #[error("event name {name:?} matches several systems: {systems}; write it as SYSTEM:EVENT")]
-    AmbiguousEvent { name: String, systems: String },
+    AmbiguousEvent {
+        /// The event as given.
+        name: String,
+        /// The systems that have it, comma-separated.
+        systems: String,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> TracefsError + '_ {
@@ -493,6 +529,7 @@ impl Instance {
         })
     }
 
+    /// The instance's name: `pmlab-PID` (or `pmlab-PID-N`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -522,10 +559,12 @@ impl Instance {
         Ok(self.dir.join(p))
     }
 
+    /// Write `value` to a file inside the instance (path relative to it).
     pub fn write(&self, rel: &str, value: &str) -> Result<(), TracefsError> {
         write_file(&self.file(rel)?, value)
     }
 
+    /// Read a file inside the instance (path relative to it).
     pub fn read(&self, rel: &str) -> Result<String, TracefsError> {
         read_file(&self.file(rel)?)
     }

@@ -46,13 +46,16 @@ pub fn percentile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
+    /// Smaller is better (latency, time).
     Lower,
+    /// Larger is better (throughput).
     Higher,
     /// A side metric with no better direction (e.g. idle exits/s).
     Neutral,
 }
 
 impl Direction {
+    /// `lower`, `higher` or `neutral`, as stored and printed.
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Lower => "lower",
@@ -65,16 +68,21 @@ impl Direction {
 /// One measured quantity: the unit of exchange between workloads, analyses and the lab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
+    /// Metric name (`us_per_op`, `latency.p99_us`); the unit is not part of it.
     pub name: String,
     /// The CPU of a per-CPU metric; `None` for a whole-machine one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// The value, in `unit`.
     pub value: f64,
+    /// Unit as printed (`us`, `s`, `ops/s`, `%`; empty for a count).
     pub unit: String,
+    /// Which way it improves.
     pub direction: Direction,
 }
 
 impl Metric {
+    /// A whole-machine metric (no CPU).
     pub fn new(
         name: impl Into<String>,
         value: f64,
@@ -116,7 +124,9 @@ impl Metric {
 /// is made by `Display` and read by `FromStr`, nowhere else.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct MetricKey {
+    /// Metric name.
     pub name: String,
+    /// The CPU of a per-CPU metric; `None` for a whole-machine one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
 }

@@ -27,7 +27,12 @@ pub struct Window {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scalar {
     /// An integer of 1, 2, 4 or 8 bytes.
-    Int { size: u8, signed: bool },
+    Int {
+        /// Bytes per value.
+        size: u8,
+        /// Two's-complement signed (the format file's `signed:1`).
+        signed: bool,
+    },
     /// Text: a `char` array or `__data_loc char[]` string, cut at the first NUL.
     Str,
 }
@@ -35,10 +40,13 @@ pub enum Scalar {
 /// The type of one field's column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
+    /// One value per row.
     Scalar(Scalar),
     /// A list of integers per row (fixed arrays, `__data_loc` arrays, odd-sized fields as bytes).
     List {
+        /// Bytes per element.
         size: u8,
+        /// Signed elements.
         signed: bool,
     },
 }
@@ -149,24 +157,36 @@ pub fn table_column_names(fields: &[&Field]) -> Vec<String> {
 /// (`len + 1` of them) into their values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
+    /// Unsigned 1-byte values.
     U8(Vec<u8>),
+    /// Signed 1-byte values.
     I8(Vec<i8>),
+    /// Unsigned 2-byte values.
     U16(Vec<u16>),
+    /// Signed 2-byte values.
     I16(Vec<i16>),
+    /// Unsigned 4-byte values.
     U32(Vec<u32>),
+    /// Signed 4-byte values.
     I32(Vec<i32>),
+    /// Unsigned 8-byte values.
     U64(Vec<u64>),
+    /// Signed 8-byte values.
     I64(Vec<i64>),
     /// UTF-8 text (invalid bytes replaced) in Arrow's string-view layout: a 16-byte view per
     /// row, its length in the low 4 bytes, then the text itself when it fits in 12 bytes
     /// (task names do), else a 4-byte prefix, an index into `buffers` and an offset there.
     Str {
+        /// One 16-byte view per row.
         views: Vec<u128>,
+        /// Text longer than 12 bytes, referenced by the views.
         buffers: Vec<Vec<u8>>,
     },
     /// Integer lists: row `r` holds `values[offsets[r] .. offsets[r + 1]]`.
     List {
+        /// `len + 1` offsets into `values`.
         offsets: Vec<i64>,
+        /// All rows' elements, concatenated.
         values: Box<Values>,
     },
 }
@@ -187,6 +207,7 @@ impl Values {
             Values::List { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
+    /// No rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -232,9 +253,13 @@ fn view_of(b: &[u8], buffers: &mut Vec<Vec<u8>>) -> u128 {
 /// ones, then its fields' in the order asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventColumns {
+    /// Timestamps, in the trace clock's unit (ns for the usual clocks).
     pub ts: Vec<u64>,
+    /// CPU of each event (kernel numbering).
     pub cpu: Vec<u32>,
+    /// `common_pid` of each event (0 for the idle task).
     pub pid: Vec<i32>,
+    /// The asked fields' columns, in the order asked.
     pub fields: Vec<Values>,
 }
 
@@ -298,7 +323,7 @@ impl Trace {
     /// The values of several fields of one event at each of `rows`, in one pass over the
     /// records (each record is read from memory once, for all its fields). One event's rows
     /// lie apart in the trace: filling a column at a time over a chunk of them, as
-    /// [`Trace::columns_of_each`] does, ran 4% slower here.
+    /// [`Trace::columns_of_each`] does, ran slower (figure in `bench/python-vs-text`).
     pub fn columns(&self, fields: &[&Field], rows: &[u32]) -> Vec<Values> {
         let big = self.endian == crate::model::Endian::Big;
         let mut builders: Vec<Builder> = fields

@@ -46,7 +46,9 @@ impl LoadOptions {
 /// Errors of the byte-level reader before the path is attached.
 #[derive(Debug)]
 pub enum DatError {
+    /// Bytes that do not decode.
     Malformed(Malformed),
+    /// An event format file that does not parse.
     Format(FormatError),
 }
 
@@ -697,8 +699,8 @@ pub fn populate_job<T>(v: &Vec<T>) -> impl FnOnce() + Send + 'static {
 
 /// Whether asking for huge pages pays: not in a guest whose host takes free memory back
 /// (free page reporting). There a huge page comes from a reported block, and its first
-/// touch faults in the host too: after 3 s idle, 64 MiB in huge pages took 71-78 ms to
-/// fill against 23 ms in 4 KiB pages, and `trace info` of a 1M-event trace 63 against 32 ms.
+/// touch faults in the host too, so huge pages fill slower than 4 KiB ones after a few idle
+/// seconds (figures in README.md, "Benchmarks").
 fn huge_pages_pay() -> bool {
     static PAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PAY.get_or_init(|| {

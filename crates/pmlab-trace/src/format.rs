@@ -6,8 +6,11 @@ use crate::model::{EventFormat, Field, FieldKind};
 /// The ring-buffer page header layout, from `events/header_page`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct HeaderPage {
+    /// Offset of the timestamp field in a page header, bytes.
     pub timestamp_offset: u32,
+    /// Size of the timestamp field, bytes (always 8).
     pub timestamp_size: u32,
+    /// Offset of the commit (data length and flags) field, bytes.
     pub commit_offset: u32,
     /// The kernel's long size: 8 on 64-bit kernels, 4 on 32-bit ones.
     pub commit_size: u32,

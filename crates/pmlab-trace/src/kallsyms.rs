@@ -84,9 +84,11 @@ impl Kallsyms {
         }
     }
 
+    /// Number of symbols.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+    /// No symbols (the trace has no kallsyms).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -115,6 +117,7 @@ impl Kallsyms {
         }
     }
 
+    /// All symbols in address order: (address, name).
     pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
         (0..self.len()).map(|k| self.get(k))
     }

@@ -4,10 +4,13 @@
 use serde::Serialize;
 use std::collections::HashMap;
 
+/// Byte order of the traced machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum Endian {
+    /// Little-endian (x86, arm64).
     #[default]
     Little,
+    /// Big-endian.
     Big,
 }
 
@@ -18,25 +21,39 @@ pub enum FieldKind {
     Int,
     /// A fixed array: `count` elements of `elem_size` bytes (`char comm[16]` is a string).
     Array {
+        /// Bytes per element.
         elem_size: u32,
+        /// Number of elements.
         count: u32,
+        /// A `char` array: read as a string up to the first NUL.
         is_char: bool,
     },
     /// `__data_loc`: a u32 holding (len << 16 | offset) into the record; char strings or other arrays.
-    DataLoc { is_char: bool },
+    DataLoc {
+        /// A string (`__data_loc char[]`) rather than an array of integers.
+        is_char: bool,
+    },
     /// `__rel_loc`: like DataLoc, offset relative to the end of the field.
-    RelLoc { is_char: bool },
+    RelLoc {
+        /// A string rather than an array of integers.
+        is_char: bool,
+    },
 }
 
 /// One field of an event format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Field {
+    /// Field name (`prev_pid`, `common_pid`).
     pub name: String,
     /// The C type as written in the format file (`unsigned int`, `__data_loc char[]`, ...).
     pub type_name: String,
+    /// Offset in the record, bytes.
     pub offset: u32,
+    /// Size in the record, bytes (4 for a `__data_loc` word).
     pub size: u32,
+    /// Signed integer (the format file's `signed:1`).
     pub signed: bool,
+    /// Scalar, fixed array, or dynamic array.
     pub kind: FieldKind,
     /// True for `common_*` fields.
     pub common: bool,
@@ -45,15 +62,20 @@ pub struct Field {
 /// An event's format, parsed from `events/SYSTEM/NAME/format`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EventFormat {
+    /// Event id: what records carry to name their format.
     pub id: u16,
+    /// System (the `events/` directory): `sched`, `power`, `irq`.
     pub system: String,
+    /// Event name: `sched_switch`.
     pub name: String,
     /// All fields, common ones first, in file order.
     pub fields: Vec<Field>,
+    /// The `print fmt:` line, as written.
     pub print_fmt: String,
 }
 
 impl EventFormat {
+    /// The field called `name`, if any.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
@@ -78,6 +100,7 @@ impl Default for RawInner {
 }
 
 impl Raw {
+    /// An empty owned buffer.
     pub fn new() -> Raw {
         Raw::default()
     }
@@ -85,6 +108,7 @@ impl Raw {
     pub fn mapped(map: std::sync::Arc<memmap2::Mmap>) -> Raw {
         Raw(RawInner::Mapped(map))
     }
+    /// The bytes.
     #[inline(always)]
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
@@ -102,15 +126,19 @@ impl Raw {
             RawInner::Mapped(_) => unreachable!(),
         }
     }
+    /// Append one byte (copies a mapped buffer first).
     pub fn push(&mut self, b: u8) {
         self.to_mut().push(b)
     }
+    /// Append bytes (copies a mapped buffer first).
     pub fn extend_from_slice(&mut self, s: &[u8]) {
         self.to_mut().extend_from_slice(s)
     }
+    /// Resize, filling with `v` (copies a mapped buffer first).
     pub fn resize(&mut self, n: usize, v: u8) {
         self.to_mut().resize(n, v)
     }
+    /// Empty it (an owned empty buffer; a map is dropped).
     pub fn clear(&mut self) {
         self.0 = RawInner::Owned(Vec::new());
     }
@@ -145,12 +173,17 @@ impl PartialEq for Raw {
 /// starts with the common fields) is `raw[off .. off + len]`, both packed in `loc[i]`.
 #[derive(Debug, Clone, Default)]
 pub struct Events {
+    /// Timestamps, in the trace clock's unit (ns for the usual clocks), non-decreasing.
     pub ts: Vec<u64>,
+    /// CPU of each event (kernel numbering).
     pub cpu: Vec<u16>,
+    /// `common_pid` of each event (0 for the idle task).
     pub pid: Vec<i32>,
+    /// Event id of each event (a key of [`Trace::formats`]).
     pub id: Vec<u16>,
     /// `off << LOC_LEN_BITS | len` (see [`Events::loc`]): one 8-byte column instead of 12 bytes.
     pub loc: Vec<u64>,
+    /// The records' bytes that `loc` points into.
     pub raw: Raw,
 }
 
@@ -168,9 +201,11 @@ pub const LOC_MAX_OFF: u64 = 1 << (64 - LOC_LEN_BITS);
 const LOC_LEN_MASK: u64 = (1 << LOC_LEN_BITS) - 1;
 
 impl Events {
+    /// Number of events.
     pub fn len(&self) -> usize {
         self.ts.len()
     }
+    /// No events.
     pub fn is_empty(&self) -> bool {
         self.ts.is_empty()
     }
@@ -261,9 +296,13 @@ impl Events {
 /// A resolved field: what an analysis looks up once and then reads per event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldRef {
+    /// Offset in the record, bytes.
     pub offset: u32,
+    /// Size in the record, bytes.
     pub size: u32,
+    /// Signed integer.
     pub signed: bool,
+    /// Inline, or where a dynamic array's (offset, length) word points.
     pub loc: LocKind,
 }
 
@@ -319,10 +358,14 @@ pub fn field_bytes(
     }
 }
 
+/// Where a field's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LocKind {
+    /// In the record at the field's offset.
     Inline,
+    /// `__data_loc`: a u32 (len << 16 | offset from the record start).
     DataLoc,
+    /// `__rel_loc`: like `DataLoc`, offset from the end of the field.
     RelLoc,
 }
 
@@ -360,12 +403,17 @@ impl TraceMeta {
 /// A whole decoded trace.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
+    /// Byte order of the traced machine.
     pub endian: Endian,
+    /// The traced kernel's `long` size, bytes (4 or 8).
     pub long_size: u32,
+    /// Ring-buffer page (sub-buffer) size, bytes.
     pub page_size: u32,
+    /// Number of CPUs: the file's CPU count, or more when events name a higher CPU.
     pub cpus: u32,
     /// Formats by event id.
     pub formats: HashMap<u16, EventFormat>,
+    /// The events, in columns, sorted by timestamp.
     pub events: Events,
     /// pid → comm from saved_cmdlines.
     pub cmdlines: HashMap<i32, String>,

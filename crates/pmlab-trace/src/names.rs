@@ -4,8 +4,11 @@
 /// What kind of name was not found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameKind {
+    /// A trace event (`sched_switch`, `sched:sched_switch`).
     Event,
+    /// A field column of an event.
     Column,
+    /// An analysis (`idle`, `wakeups`, ...).
     Analysis,
     /// A Parquet layout (`to_parquet(layout=...)`).
     Layout,
@@ -25,18 +28,22 @@ impl NameKind {
 /// One name that exists, with what to show beside it (an event's count).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
+    /// The name.
     pub name: String,
+    /// What to show beside it (an event's count), if anything.
     pub note: Option<String>,
 }
 
 impl Known {
+    /// A name with nothing beside it.
     pub fn new(name: impl Into<String>) -> Known {
         Known {
             name: name.into(),
             note: None,
         }
     }
-    pub fn with_note(name: impl Into<String>, note: impl Into<String>) -> Known {
+    /// A name with a note beside it.
+    pub(crate) fn with_note(name: impl Into<String>, note: impl Into<String>) -> Known {
         Known {
             name: name.into(),
             note: Some(note.into()),
@@ -54,13 +61,18 @@ const CLOSE: usize = 5;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.message())]
 pub struct Unknown {
+    /// What kind of name it was.
     pub kind: NameKind,
+    /// The name as given.
     pub name: String,
+    /// Where it was looked for (`in this trace`, `in sched_switch`).
     pub place: String,
+    /// The names that exist there, in the order to list them.
     pub known: Vec<Known>,
 }
 
 impl Unknown {
+    /// The error for `name` of `kind`, not found in `place`; `known` is sorted here, close matches first.
     pub fn new(
         kind: NameKind,
         name: impl Into<String>,

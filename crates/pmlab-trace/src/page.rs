@@ -16,13 +16,17 @@ pub const RB_MISSED_STORED: u64 = 1 << 30;
 const COMMIT_MASK: u64 = (1 << 27) - 1;
 const TS_MSB: u64 = 0xf8 << 56;
 
+/// Type of a padding record (discarded space, or the rest of the page).
 pub const TYPE_PADDING: u32 = 29;
+/// Type of a time-extend record (a delta too large for the 27-bit field).
 pub const TYPE_TIME_EXTEND: u32 = 30;
+/// Type of an absolute timestamp record.
 pub const TYPE_TIME_STAMP: u32 = 31;
 
 /// How pages of one trace are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageLayout {
+    /// Byte order of the pages.
     pub endian: Endian,
     /// Size of the `commit` field: the kernel's long size (4 or 8).
     pub commit_size: u32,
@@ -31,6 +35,7 @@ pub struct PageLayout {
 }
 
 impl PageLayout {
+    /// The layout from the trace's byte order and its `header_page`.
     pub fn new(endian: Endian, header: &HeaderPage) -> PageLayout {
         PageLayout {
             endian,
@@ -83,9 +88,11 @@ impl PageLayout {
 /// Events lost before a page, as its header tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Missed {
+    /// Nothing was lost.
     None,
     /// Events were lost; the kernel did not store how many.
     Unknown,
+    /// This many events were lost.
     Count(u64),
 }
 
@@ -96,6 +103,7 @@ pub struct PageHeader {
     pub timestamp: u64,
     /// Bytes of event data after `data_offset`.
     pub commit: u32,
+    /// Events lost before this page.
     pub missed: Missed,
 }
 
@@ -142,6 +150,7 @@ pub fn read_header(layout: &PageLayout, page: &[u8]) -> Result<PageHeader, Malfo
 /// One data record of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
+    /// Absolute timestamp, in the trace clock's unit.
     pub ts: u64,
     /// Offset of the payload (common fields first) from the page start.
     pub offset: u32,
@@ -291,6 +300,7 @@ pub fn for_each_record<F: FnMut(Record)>(
 /// A record as [`PageCursor`] returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CursorRecord {
+    /// Absolute timestamp, in the trace clock's unit.
     pub ts: u64,
     /// Offset of the payload from the start of the cursor's data.
     pub offset: usize,
@@ -325,6 +335,7 @@ pub struct PageCursor<'a> {
 }
 
 impl<'a> PageCursor<'a> {
+    /// A cursor over `data`: whole pages of `page_size` bytes each, laid out as `layout` says.
     pub fn new(layout: PageLayout, data: &'a [u8], page_size: usize) -> PageCursor<'a> {
         PageCursor {
             layout,

@@ -69,6 +69,7 @@ pub fn default_buffer_kb(cpus: usize) -> u64 {
     (65536 / cpus.max(1) as u64).clamp(1024, 4096)
 }
 
+/// What to record, and how (see `pmlab record --help`).
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
     /// Event specs: `system`, `system:event` or a bare event name. Empty = [`DEFAULT_EVENTS`].
@@ -77,6 +78,7 @@ pub struct RecordOptions {
     pub filters: Vec<(String, String)>,
     /// Per-CPU buffer size; None keeps the instance default.
     pub buffer_kb: Option<u64>,
+    /// The trace.dat file to write.
     pub output: PathBuf,
     /// How full a CPU buffer gets before its reader wakes (1..=100).
     pub buffer_percent: u32,
@@ -107,36 +109,68 @@ impl Default for RecordOptions {
     }
 }
 
+/// Why a recording failed or was refused (refusals happen before tracing starts).
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// A tracefs operation (instance, event or option file) failed.
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
+    /// A file of the recording (the output, a per-CPU temp file) failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("bad filter {filter:?} for {event}: the kernel refused it ({source})")]
-    BadFilter {
-        event: String,
-        filter: String,
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
         source: io::Error,
     },
+    /// The kernel refused an event filter.
+    #[error("bad filter {filter:?} for {event}: the kernel refused it ({source})")]
+    BadFilter {
+        /// The event it was given for.
+        event: String,
+        /// The filter expression.
+        filter: String,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// A filter for an event that is not recorded.
     #[error("filter given for {0:?}, which is not among the recorded events")]
     FilterWithoutEvent(String),
+    /// `buffer_percent` outside 1..=100.
     #[error("buffer_percent must be 1..=100, not {0}")]
     BadBufferPercent(u32),
+    /// A buffer smaller than 8 KiB per CPU.
     #[error("--buffer-kb must be at least 8, not {0}")]
     BadBufferKb(u64),
+    /// Reader CPUs none of which exists here.
     #[error("reader CPUs {0:?} include no CPU of this machine")]
     BadReaderCpus(Vec<u32>),
+    /// A tracer this kernel does not have.
     #[error("tracer {name:?} is not available on this kernel (available: {available})")]
-    UnknownTracer { name: String, available: String },
+    UnknownTracer {
+        /// The tracer asked for.
+        name: String,
+        /// The instance's `available_tracers`.
+        available: String,
+    },
+    /// None of the requested events exists in this kernel.
     #[error("no events to record: none of the requested events exist here")]
     NoEvents,
+    /// The output file's directory does not exist.
     #[error("output directory {0} does not exist")]
     NoOutputDir(PathBuf),
+    /// A per-CPU reader failed to move pages.
     #[error("reader for CPU {cpu}: {source}")]
-    Reader { cpu: u32, source: io::Error },
+    Reader {
+        /// The CPU whose reader failed.
+        cpu: u32,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The reader thread of this CPU panicked.
     #[error("reader thread for CPU {0} panicked")]
     ReaderPanicked(u32),
+    /// Writing the trace.dat file failed.
     #[error(transparent)]
     Write(#[from] writer::WriteError),
 }
@@ -151,9 +185,11 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
 /// What a recording produced.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RecordSummary {
+    /// The trace.dat file written.
     pub path: PathBuf,
     /// CPU ids, index-aligned with the per-CPU vectors.
     pub cpus: Vec<u32>,
+    /// Events recorded per CPU.
     pub events_per_cpu: Vec<u64>,
     /// Lost events per CPU: the larger of the page-header count and the buffer stats.
     pub lost_per_cpu: Vec<u64>,
@@ -161,11 +197,13 @@ pub struct RecordSummary {
     pub lost_in_pages_per_cpu: Vec<u64>,
     /// Overrun + commit overrun + dropped events from `per_cpu/cpuN/stats`.
     pub lost_in_stats_per_cpu: Vec<u64>,
+    /// Ring-buffer pages moved per CPU.
     pub pages_per_cpu: Vec<u64>,
     /// Events by `system:name`, most frequent first.
     pub events_by_name: Vec<(String, u64)>,
     /// File size in bytes.
     pub bytes: u64,
+    /// How long tracing ran, ns.
     pub duration_ns: u64,
     /// Things the user should know (events skipped, CPUs without a buffer).
     pub notes: Vec<String>,
@@ -174,9 +212,11 @@ pub struct RecordSummary {
 }
 
 impl RecordSummary {
+    /// Events recorded on all CPUs.
     pub fn total_events(&self) -> u64 {
         self.events_per_cpu.iter().sum()
     }
+    /// Events lost on all CPUs (see `lost_per_cpu`).
     pub fn total_lost(&self) -> u64 {
         self.lost_per_cpu.iter().sum()
     }
@@ -494,7 +534,7 @@ impl Recorder {
                 .file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"))?;
             let trace = match OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NONBLOCK)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
                 .open(&raw)
             {
                 Ok(f) => f,

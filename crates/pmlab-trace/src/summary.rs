@@ -5,42 +5,64 @@ use serde::Serialize;
 
 use crate::model::Trace;
 
+/// How many events of one kind the trace holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct EventCount {
+    /// Event system (`sched`).
     pub system: String,
+    /// Event name (`sched_switch`).
     pub name: String,
+    /// Events of this kind.
     pub count: u64,
 }
 
+/// One CPU's share of a trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuSummary {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Events recorded on it.
     pub events: u64,
     /// Events lost as the page headers tell; None when the kernel did not store the count.
     pub lost: Option<u64>,
 }
 
+/// What `pmlab trace info` prints: where the trace came from, its layout, counts and span.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceSummary {
+    /// What was read: `trace.dat v6`, `trace.dat v7 (zstd)`, `ftrace text`.
     pub source: String,
+    /// trace.dat version (6 or 7); 0 for ftrace text.
     pub version: u32,
+    /// Section compression of a v7 file (`zstd`, `zlib`); None when uncompressed.
     pub compression: Option<String>,
+    /// Trace clock (`local`, `global`, ...), when the file says.
     pub clock: Option<String>,
+    /// Byte order of the traced machine: `little` or `big`.
     pub endian: String,
+    /// The traced kernel's `long` size, bytes.
     pub long_size: u32,
+    /// Ring-buffer page size, bytes.
     pub page_size: u32,
+    /// Number of CPUs (see [`Trace::cpus`](crate::Trace::cpus)).
     pub cpus: u32,
+    /// Buffer (instance) names; "" is the top buffer.
     pub buffers: Vec<String>,
+    /// Events in the trace.
     pub events: u64,
     /// Events whose id has no format in the file.
     pub unknown_events: u64,
+    /// First timestamp, in the trace clock's unit; None for an empty trace.
     pub first_ts: Option<u64>,
+    /// Last timestamp; None for an empty trace.
     pub last_ts: Option<u64>,
     /// last - first, in the trace clock's unit (ns for the usual clocks).
     pub span: u64,
     /// Timestamps that go backwards in the merged order (should be 0).
     pub out_of_order: u64,
+    /// Counts per event kind, most frequent first.
     pub by_event: Vec<EventCount>,
+    /// Counts per CPU, by CPU.
     pub per_cpu: Vec<CpuSummary>,
 }
 

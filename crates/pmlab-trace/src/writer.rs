@@ -12,25 +12,47 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Option ids of the trace.dat options section (trace-cmd.dat.v7(5) lists them all).
-pub mod option_id {
+pub(crate) mod option_id {
+    /// `cpustat`: per-CPU buffer statistics text.
     pub const CPUSTAT: u16 = 2;
+    /// `trace_clock`: the clock list with the one used in brackets.
     pub const TRACECLOCK: u16 = 4;
+    /// `uname`: the traced kernel's uname line.
     pub const UNAME: u16 = 5;
+    /// `cpucount`: number of CPUs with data.
     pub const CPUCOUNT: u16 = 8;
 }
 
+/// Why a trace.dat file could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// Writing the file failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The CPU data of some CPU is not whole pages.
     #[error("{path}: CPU data is {len} bytes, not a whole number of {page_size}-byte pages")]
     PartialPage {
+        /// The file.
         path: PathBuf,
+        /// The CPU data's length, bytes.
         len: u64,
+        /// The page size, bytes.
         page_size: u32,
     },
+    /// A section too large for its 32-bit size field.
     #[error("{what} is {len} bytes, more than a trace.dat v6 size field can hold")]
-    TooLarge { what: &'static str, len: usize },
+    TooLarge {
+        /// What was too large (`option`, `event system count`, ...).
+        what: &'static str,
+        /// Its size, bytes.
+        len: usize,
+    },
+    /// A page size that is not a power of two.
     #[error("page size {0} is not a power of two")]
     BadPageSize(u32),
 }
@@ -45,6 +67,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
 /// One event system (directory under `events/`) and the format files stored for it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventSystem {
+    /// The system's name (`sched`).
     pub name: String,
     /// Contents of `events/<system>/<event>/format`, one per event.
     pub formats: Vec<Vec<u8>>,
@@ -53,6 +76,7 @@ pub struct EventSystem {
 /// Everything in a trace.dat v6 file except the CPU data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceDatHeader {
+    /// The traced machine is big-endian.
     pub big_endian: bool,
     /// Size of a userspace `long` on the traced machine (4 or 8).
     pub long_size: u8,
@@ -64,6 +88,7 @@ pub struct TraceDatHeader {
     pub header_event: Vec<u8>,
     /// `events/ftrace/*/format`.
     pub ftrace_formats: Vec<Vec<u8>>,
+    /// The event systems stored besides `ftrace`.
     pub event_systems: Vec<EventSystem>,
     /// `/proc/kallsyms`.
     pub kallsyms: Vec<u8>,
@@ -71,7 +96,7 @@ pub struct TraceDatHeader {
     pub printk_formats: Vec<u8>,
     /// `saved_cmdlines` format: "PID COMM" per line.
     pub cmdlines: Vec<u8>,
-    /// Contents of the `trace_clock` file ("[local] global ..."); also selects the clock.
+    /// Contents of the `trace_clock` file (`[local] global ...`); also selects the clock.
     pub trace_clock: Option<String>,
     /// `uname` as "sysname nodename release machine".
     pub uname: Option<String>,
@@ -108,7 +133,7 @@ pub enum CpuData<'a> {
     Bytes(&'a [u8]),
 }
 
-/// The clock name selected in a `trace_clock` file ("[local] global" → "local").
+/// The clock name selected in a `trace_clock` file (`[local] global` → `local`).
 pub fn selected_clock(trace_clock: &str) -> Option<&str> {
     trace_clock
         .split_whitespace()

@@ -49,6 +49,7 @@ pub enum WorkloadCmd {
     Cmd(CmdArgs),
 }
 
+/// Options of `pmlab run pipe` (see [`WorkloadSpec::Pipe`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct PipeArgs {
     /// Round trips.
@@ -65,6 +66,7 @@ pub struct PipeArgs {
     pub placement: Option<Placement>,
 }
 
+/// Options of `pmlab run messaging` (see [`WorkloadSpec::Messaging`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct MessagingArgs {
     /// Groups of 20 senders + 20 receivers.
@@ -84,6 +86,7 @@ pub struct MessagingArgs {
     pub placement: Placement,
 }
 
+/// Options of `pmlab run wakeup` (see [`WorkloadSpec::Wakeup`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct WakeupArgs {
     /// CPUs, one measuring thread each (default: all this process may use).
@@ -106,6 +109,7 @@ pub struct WakeupArgs {
     pub dma_latency: Option<i32>,
 }
 
+/// Options of `pmlab run spin` (see [`WorkloadSpec::Spin`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct SpinArgs {
     /// CPUs to load, one pinned thread each (default: all this process may use).
@@ -116,6 +120,7 @@ pub struct SpinArgs {
     pub work: u64,
 }
 
+/// Options of `pmlab run idle` (see [`WorkloadSpec::Idle`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct IdleArgs {
     /// How long to sleep.
@@ -123,6 +128,7 @@ pub struct IdleArgs {
     pub duration: pmlab_kernel::Nanos,
 }
 
+/// Options of `pmlab run cmd` (see [`WorkloadSpec::Cmd`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct CmdArgs {
     /// Run the words as one `sh -c` script.
@@ -166,16 +172,22 @@ pub struct CmdArgs {
 /// Why a workload option's value was refused (clap prints it after the option's name).
 #[derive(Debug, thiserror::Error)]
 pub enum ValueError {
+    /// Not an integer (the text given).
     #[error("'{0}' is not a whole number")]
     NotWhole(String),
+    /// Zero or negative where a count must be at least 1 (the value given).
     #[error("must be greater than zero (got {0})")]
     NotPositive(String),
+    /// Does not fit the option's integer type (the text given).
     #[error("'{0}' is too large")]
     TooLarge(String),
+    /// Not a duration with a unit.
     #[error(transparent)]
     Duration(#[from] crate::units::DurationError),
+    /// A duration of zero where the option needs a positive one (the text given).
     #[error("'{0}': must be greater than zero")]
     ZeroDuration(String),
+    /// Not two comma-separated CPU numbers (the text given).
     #[error("'{0}': expected two CPU numbers A,B (e.g. 0,1)")]
     NotAPair(String),
 }

@@ -57,6 +57,7 @@ impl Affinity {
 pub struct AffinityGuard(Affinity);
 
 impl AffinityGuard {
+    /// Remember the calling thread's current affinity, to restore it when the guard drops.
     pub fn save() -> io::Result<Self> {
         Ok(AffinityGuard(Affinity::current()?))
     }

@@ -6,6 +6,7 @@
 //! Child processes are killed on every exit path: a guard kills their process group on
 //! drop (errors and panics), `PR_SET_PDEATHSIG` kills them if pmlab dies, and
 //! [`cancel::request`] (async-signal-safe) kills them from a signal handler.
+#![warn(missing_docs)]
 
 pub mod args;
 pub mod cancel;
@@ -35,7 +36,9 @@ pub type ProbeError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Called around the measured part of a workload (counter snapshots, trace start/stop).
 pub trait Probe {
+    /// Called right before the measured part starts; an error stops the run before it.
     fn before(&mut self) -> Result<(), ProbeError>;
+    /// Called right after the measured part ends, before any clean-up.
     fn after(&mut self) -> Result<(), ProbeError>;
 }
 
@@ -70,6 +73,7 @@ pub struct WorkloadResult {
     pub metrics: Vec<Metric>,
     /// Wall time of the measured part.
     pub wall: Nanos,
+    /// Latency histogram (1 µs buckets), for workloads that time each event (`wakeup`); None for the others.
     pub histogram: Option<Histogram>,
 }
 
@@ -83,54 +87,81 @@ impl WorkloadResult {
 /// Why a workload failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
+    /// The spec or its options are refused before anything runs (the message says why).
     #[error("invalid workload: {0}")]
     Invalid(String),
+    /// A system call of the workload's own set-up or clean-up failed.
     #[error("{what}")]
     Io {
+        /// What was being done (e.g. "pipe").
         what: String,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// A file the workload needed (e.g. `/dev/cpu_dma_latency`) could not be opened or written.
     #[error("{path}")]
     File {
+        /// That file.
         path: std::path::PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
     /// A worker of a built-in workload (a thread or a forked process), on `cpu` when known.
     #[error("worker failed: {workload}{}", cpu.map(|c| format!(": CPU {c}")).unwrap_or_default())]
     Worker {
+        /// Workload kind (`pipe`, `wakeup`, ...).
         workload: &'static str,
+        /// The CPU the worker was pinned to; None when unpinned or unknown.
         cpu: Option<u32>,
+        /// What went wrong in the worker.
         #[source]
         source: WorkerError,
     },
+    /// A `cmd` program could not be started.
     #[error("cannot run `{program}`")]
     Spawn {
+        /// The program (argv\[0\], or `/bin/sh` with `shell`).
         program: String,
+        /// The OS error from spawning it.
         #[source]
         source: std::io::Error,
     },
+    /// A `cmd` program ended with a non-zero status or a signal.
     #[error("`{program}` {status}; last lines of its stderr:\n{stderr_tail}")]
     CmdFailed {
+        /// The program as given.
         program: String,
+        /// How it ended, as text (`exited with status 2`, `was killed by signal 9`).
         status: String,
+        /// The last lines of its stderr, for the error message.
         stderr_tail: String,
     },
     #[error(
         "--metric-regex '{regex}' did not match the output of `{program}`; its last lines:\n{tail}"
     )]
+    /// A `cmd` metric regex matched nothing in the program's output.
     RegexNoMatch {
+        /// The regex as given.
         regex: String,
+        /// The program as given.
         program: String,
+        /// The last lines of its output.
         tail: String,
     },
     /// Words that do not describe a workload (the parser's message says why).
     #[error("workload {words:?}: {message}")]
-    Words { words: String, message: String },
+    Words {
+        /// The words as given, joined by spaces.
+        words: String,
+        /// The parser's message.
+        message: String,
+    },
     /// A side measurement around the measured part (counters, the tracer) failed.
     #[error("side measurement")]
     Probe(#[source] ProbeError),
+    /// Stopped by a signal or [`cancel::request`] before the measured part finished.
     #[error("interrupted")]
     Cancelled,
 }
@@ -138,34 +169,54 @@ pub enum WorkloadError {
 /// Why a worker of a built-in workload failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// `sched_setaffinity` to one CPU failed.
     #[error("pinning to CPU {cpu}")]
     Pin {
+        /// The CPU number (kernel numbering).
         cpu: u32,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// `sched_setscheduler(SCHED_FIFO)` failed (not root, or RT throttled off).
     #[error("SCHED_FIFO priority {prio}")]
     Fifo {
+        /// The priority asked for (1-99).
         prio: u32,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// `clock_nanosleep` failed with something other than EINTR.
     #[error("clock_nanosleep")]
     Sleep(#[source] std::io::Error),
+    /// `waitpid` on a worker process failed.
     #[error("waitpid")]
     Wait(#[source] std::io::Error),
+    /// The worker saw the cancel request and stopped early.
     #[error("interrupted")]
     Interrupted,
+    /// The other side of a pipe pair closed its end (it died or failed).
     #[error("peer closed its pipe")]
     PeerClosed,
+    /// A write to the other side's pipe was short or failed.
     #[error("write to the peer's pipe failed")]
     PeerWrite,
+    /// A worker process did not exit with 0.
     #[error("worker process {pid}: {end}")]
-    Process { pid: i32, end: ProcessEnd },
+    Process {
+        /// Its PID.
+        pid: i32,
+        /// How it ended.
+        end: ProcessEnd,
+    },
+    /// A worker thread panicked.
     #[error("thread panicked")]
     Panicked,
+    /// A worker process ended before it reported itself ready, so the run never started.
     #[error("a worker died before it was ready")]
     DiedBeforeReady,
+    /// A worker thread returned an error (the first cause is in the chain).
     #[error("a worker thread failed")]
     ThreadFailed,
     /// Several workers failed to set up (each with its cause chain).
@@ -176,10 +227,13 @@ pub enum WorkerError {
 /// How a worker process ended when it did not exit with 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ProcessEnd {
+    /// It exited with this status (non-zero).
     #[error("exited with status {0}")]
     Exit(i32),
+    /// It was killed by this signal number.
     #[error("killed by signal {0}")]
     Signal(i32),
+    /// Neither exit nor signal: the raw wait status.
     #[error("ended with wait status {0:#x}")]
     Status(i32),
 }

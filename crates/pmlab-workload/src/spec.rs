@@ -25,6 +25,7 @@ pub const KINDS: &[&str] = &["pipe", "messaging", "wakeup", "spin", "idle", "cmd
 pub enum WorkloadSpec {
     /// Two tasks ping-pong an int over two pipes (`perf bench sched pipe`).
     Pipe {
+        /// Round trips (one write each way). Default [`DEFAULT_PIPE_LOOPS`].
         #[serde(default = "default_pipe_loops")]
         loops: u64,
         /// Threads instead of processes.
@@ -39,6 +40,7 @@ pub enum WorkloadSpec {
     },
     /// Groups of 20 senders and 20 receivers (`perf bench sched messaging`, hackbench).
     Messaging {
+        /// Groups of 20 senders + 20 receivers.
         #[serde(default = "default_groups")]
         groups: u32,
         /// Messages each sender sends to each receiver of its group.
@@ -47,6 +49,7 @@ pub enum WorkloadSpec {
         /// Pipes instead of socketpairs.
         #[serde(default)]
         pipe: bool,
+        /// Threads instead of processes.
         #[serde(default)]
         threads: bool,
         /// The scheduler's choice (default) or every task on one CPU.
@@ -55,8 +58,10 @@ pub enum WorkloadSpec {
     },
     /// One thread per CPU sleeping to absolute deadlines (cyclictest-like).
     Wakeup {
+        /// CPUs, one measuring thread each (kernel numbering); None: all this process may use.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cpus: Option<Vec<u32>>,
+        /// Time between deadlines (default 1 ms).
         #[serde(default = "default_interval", with = "serde_duration")]
         interval: Nanos,
         /// Wakeups per thread; exclusive with `duration`.
@@ -78,6 +83,7 @@ pub enum WorkloadSpec {
     },
     /// Fixed integer work on each selected CPU, pinned.
     Spin {
+        /// CPUs to load, one pinned thread each; None: all this process may use.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cpus: Option<Vec<u32>>,
         /// Loop iterations per CPU.
@@ -86,6 +92,7 @@ pub enum WorkloadSpec {
     },
     /// One blocking sleep: nothing of pmlab's runs while it waits.
     Idle {
+        /// How long to sleep (default 10 s).
         #[serde(default = "default_idle_duration", with = "serde_duration")]
         duration: Nanos,
     },
@@ -93,6 +100,7 @@ pub enum WorkloadSpec {
     Cmd {
         /// Program and arguments (with `shell`: words joined into one `sh -c` script).
         argv: Vec<String>,
+        /// Join `argv` into one `sh -c` script instead of running argv\[0\] directly.
         #[serde(default)]
         shell: bool,
         /// Run as root even when invoked through sudo.
@@ -108,10 +116,14 @@ pub enum WorkloadSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CmdMetric {
+    /// The regex, searched in the program's output; its first capture group (or whole match) is the value.
     pub regex: String,
+    /// The metric's name in results (e.g. `ops`).
     pub name: String,
+    /// The metric's unit as printed (free text; empty when none).
     #[serde(default)]
     pub unit: String,
+    /// Larger values are better (default: lower is better).
     #[serde(default)]
     pub higher_is_better: bool,
 }

@@ -16,14 +16,29 @@ const UNITS: &[(&str, f64)] = &[
 /// Why a time did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
+    /// The text had a minus sign.
     #[error("{0:?}: must not be negative")]
     Negative(String),
+    /// No number at the start of the text.
     #[error("'{0}' is not a duration (examples: 10s, 1ms, 200us)")]
     NotADuration(String),
+    /// A bare number: durations need a unit.
     #[error("'{text}' needs a unit: ns, us, ms, s, m or h (e.g. {number}ms)")]
-    NoUnit { text: String, number: String },
+    NoUnit {
+        /// The text given.
+        text: String,
+        /// The number, for the hint.
+        number: String,
+    },
+    /// A number with a unit that is not one of ns, us (µs), ms, s, m (min), h.
     #[error("'{text}': unknown unit '{unit}' (use ns, us, ms, s, m or h)")]
-    UnknownUnit { text: String, unit: String },
+    UnknownUnit {
+        /// The text given.
+        text: String,
+        /// The unit found.
+        unit: String,
+    },
+    /// More than `u64::MAX` nanoseconds (about 584 years).
     #[error("'{0}' is too long")]
     TooLong(String),
 }
@@ -102,10 +117,12 @@ pub mod serde_duration {
     use super::*;
     use serde::{de, Deserializer, Serializer};
 
+    /// Write a duration as a string with the largest exact unit (`200us`).
     pub fn serialize<S: Serializer>(d: &Nanos, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_duration(*d))
     }
 
+    /// Read a duration from a string with a unit or from integer nanoseconds.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
         d.deserialize_any(DurationVisitor)
     }
@@ -136,6 +153,7 @@ pub mod serde_opt_duration {
     use super::*;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Write `Some` as a string with a unit, `None` as none (TOML: the key is left out).
     pub fn serialize<S: Serializer>(d: &Option<Nanos>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_str(&format_duration(*d)),
@@ -143,6 +161,7 @@ pub mod serde_opt_duration {
         }
     }
 
+    /// Read an optional duration (same forms as [`serde_duration::deserialize`]).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
         #[derive(Deserialize)]
         struct Wrap(#[serde(with = "super::serde_duration")] Nanos);

@@ -70,9 +70,13 @@ impl Default for HaltpollParams {
 /// One `guest_halt_poll_ns` change the governor makes (as the tracepoint logs it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LimitChange {
+    /// When, trace timestamp (ns).
     pub ts: u64,
+    /// Grown (else shrunk).
     pub grow: bool,
+    /// The new limit, ns.
     pub new_ns: u64,
+    /// The old limit, ns.
     pub old_ns: u64,
 }
 

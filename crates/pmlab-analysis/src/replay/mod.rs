@@ -68,8 +68,11 @@ pub enum CalFrom {
 /// One calibration value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Calibrated {
+    /// The value, ns.
     pub ns: u64,
+    /// Samples it is the median of (0 for a default).
     pub samples: u64,
+    /// Where it comes from.
     pub from: CalFrom,
 }
 
@@ -127,6 +130,7 @@ impl Calibration {
 /// What to replay.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Fixed window, haltpoll's adaptive governor, or arm64's poll-idle.
     pub policy: Policy,
     /// Poll values, ns (the window, or haltpoll's `guest_halt_poll_ns`).
     pub values_ns: Vec<u64>,
@@ -211,12 +215,17 @@ struct Stint {
 pub struct Input {
     stints: Vec<Stint>,
     irqs: Vec<u64>,
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// The replayed CPUs.
     pub cpus: Vec<u32>,
+    /// Per CPU: `cpu_idle` periods or idle-task periods.
     pub sources: BTreeMap<u32, Source>,
     /// Idle time per CPU (sum of stints).
     pub idle_ns: BTreeMap<u32, u64>,
+    /// `sched_waking` counts by (waker pid, wakee pid), for finding a ping-pong pair.
     pub pairs: Vec<((i32, i32), u64)>,
+    /// Poll costs measured on this trace (used unless another trace is given for calibration).
     pub own_calibration: Calibration,
     /// p10 of the exit-to-resume time of the trace's IPI wakes (fastest exit path seen).
     resume_fast_ns: Option<u64>,
@@ -230,7 +239,9 @@ pub struct Input {
     pub trace_limits: BTreeMap<u32, Vec<LimitChange>>,
     /// Halt residencies per CPU of cpuidle CPUs: (exit time, ns).
     pub halts: BTreeMap<u32, Vec<(u64, u64)>>,
+    /// Caveats.
     pub notes: Vec<String>,
+    /// The cpuidle index of the poll state (`POLL`, or state 0 under haltpoll); None without one.
     pub poll_state: Option<u32>,
     /// Idle stretches cut by the trace's start or end (not replayed).
     pub incomplete: u64,
@@ -904,7 +915,9 @@ pub struct CpuOutcome {
     pub irq_during_poll: u64,
     /// Halts (and so, in a VM, halt exits).
     pub halts: u64,
+    /// Halts in the trace itself.
     pub trace_halts: u64,
+    /// Predicted poll time, ns.
     pub poll_ns: u64,
     /// Poll time that ended in a caught wake.
     pub useful_ns: u64,

@@ -11,14 +11,18 @@ use serde::Serialize;
 /// of the ping-pong chain brings the chain's later wakes forward).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
+    /// Value predicted from the trace's timestamps.
     pub first_order: f64,
+    /// Value with caught wakes bringing the ping-pong chain's later wakes forward.
     pub causal: f64,
 }
 
 impl Bounds {
+    /// The smaller end.
     pub fn low(&self) -> f64 {
         self.first_order.min(self.causal)
     }
+    /// The larger end.
     pub fn high(&self) -> f64 {
         self.first_order.max(self.causal)
     }
@@ -31,7 +35,9 @@ impl Bounds {
 /// One CPU's outcome at one value.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuValue {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// The first-order replay's counts (flattened into this row).
     #[serde(flatten)]
     pub first_order: CpuOutcome,
     /// Caught wakes in the causal replay.
@@ -41,6 +47,7 @@ pub struct CpuValue {
 /// Everything predicted at one poll value.
 #[derive(Debug, Clone, Serialize)]
 pub struct ValueResult {
+    /// The poll value, ns.
     pub value_ns: u64,
     /// Catchable wakes caught by polling (no IPI, no halt exit).
     pub caught: u64,
@@ -52,12 +59,17 @@ pub struct ValueResult {
     pub missed: u64,
     /// caught / (caught + missed).
     pub catch_rate: f64,
+    /// IPIs polling would avoid (= `caught`).
     pub ipis_avoided: u64,
+    /// Predicted halts.
     pub halts: u64,
     /// The trace's halts minus the predicted ones (negative: more halts).
     pub halts_avoided: i64,
+    /// Predicted poll time, ns.
     pub poll_ns: u64,
+    /// Poll time that ended in a caught wake, ns.
     pub useful_ns: u64,
+    /// Poll time that ended in a timeout or an interrupt, ns.
     pub wasted_ns: u64,
     /// Poll time over the replayed CPUs' wall time.
     pub poll_share_wall: f64,
@@ -65,29 +77,37 @@ pub struct ValueResult {
     pub poll_share_idle: f64,
     /// Wake latency saved, total and per caught wake (first-order).
     pub saved_ns: u64,
+    /// Median saved per caught wake, ns.
     pub saved_p50_ns: u64,
+    /// 99th percentile saved per caught wake, ns.
     pub saved_p99_ns: u64,
     /// Catchable wakes within the calibration's margin of the window's edge (could flip).
     pub edge: u64,
+    /// Caught wakes in the causal replay.
     pub causal_caught: u64,
+    /// Wake latency saved in the causal replay, ns.
     pub causal_saved_ns: u64,
     /// Predicted µs per ping-pong operation (traced, as the trace ran), when one was found.
     pub us_per_op: Option<Bounds>,
+    /// Per CPU, by CPU.
     pub per_cpu: Vec<CpuValue>,
 }
 
 /// The ping-pong workload found in (or named for) the trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct PingPong {
+    /// The two tasks' pids.
     pub pids: (i32, i32),
     /// Round trips: half the wakes between the pair.
     pub ops: u64,
+    /// µs per round trip as traced: the trace's span over `ops`.
     pub traced_us_per_op: f64,
 }
 
 /// Reverse replay, one CPU.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReverseCpu {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
     /// IPI wakes in the trace (catchable wakes that polling missed).
     pub ipi_wakes_trace: u64,
@@ -102,21 +122,29 @@ pub struct ReverseCpu {
 /// Reverse replay: polling switched off.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReverseResult {
+    /// Per CPU, by CPU.
     pub per_cpu: Vec<ReverseCpu>,
     /// Latency added per converted wake (the trace's IPI wakes' median minus the caught
     /// wake's own), total.
     pub added_ns: u64,
+    /// Predicted µs per ping-pong operation with polling off.
     pub us_per_op: Option<Bounds>,
 }
 
 /// The replay's report.
 #[derive(Debug, Clone, Serialize)]
 pub struct WhatifReport {
+    /// The replayed policy.
     pub policy: Policy,
+    /// The haltpoll governor's parameters (for the haltpoll policy).
     pub haltpoll: HaltpollParams,
+    /// The trace's span, ns.
     pub span_ns: u64,
+    /// The poll costs used.
     pub calibration: Calibration,
+    /// The ping-pong pair, when one was found or named.
     pub pingpong: Option<PingPong>,
+    /// One result per poll value, in the order asked.
     pub values: Vec<ValueResult>,
     /// Smallest value reaching 95% of the best latency saved.
     pub knee_ns: Option<u64>,
@@ -124,11 +152,14 @@ pub struct WhatifReport {
     pub marginal_ns: Option<u64>,
     /// Values on the frontier of latency saved against CPU burned.
     pub pareto_ns: Vec<u64>,
+    /// Polling switched off, when asked for.
     pub reverse: Option<ReverseResult>,
+    /// Caveats.
     pub notes: Vec<String>,
 }
 
 impl WhatifReport {
+    /// The result at poll value `ns`, if it was replayed.
     pub fn value(&self, ns: u64) -> Option<&ValueResult> {
         self.values.iter().find(|v| v.value_ns == ns)
     }

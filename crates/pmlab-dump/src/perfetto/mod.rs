@@ -5,7 +5,7 @@
 //! `GenericFtraceEvent` for every other event), then a `ProcessTree`. Memory stays bounded by
 //! one pending bundle per CPU, whatever the trace's length.
 
-pub mod proto;
+pub(crate) mod proto;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,13 +27,18 @@ const SEQUENCE_ID: u32 = 1;
 /// `clone_flags` bit of `task_newtask` that makes the new task a thread of its creator's process.
 const CLONE_THREAD: u64 = 0x0001_0000;
 
+/// Why a Perfetto export failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PerfettoError {
+    /// Writing to the output failed.
     #[error("writing the Perfetto trace: {0}")]
     Write(#[source] io::Error),
+    /// The output file could not be created or finished.
     #[error("{path}: {source}")]
     File {
+        /// The file.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: io::Error,
     },
@@ -50,6 +55,7 @@ pub struct ExportSummary {
     pub generic_events: u64,
     /// Threads in the `ProcessTree`, and processes they group under.
     pub threads: u64,
+    /// Processes in the `ProcessTree`.
     pub processes: u64,
     /// Bytes written.
     pub bytes: u64,

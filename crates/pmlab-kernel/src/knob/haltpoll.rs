@@ -17,7 +17,10 @@ const CPUIDLE: &str = "sys/devices/system/cpu/cpuidle";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Restart {
     /// The governor went to `via` and back to haltpoll: every window is 0 now.
-    Restarted { via: String },
+    Restarted {
+        /// The governor it switched through (e.g. `menu`).
+        via: String,
+    },
     /// The cpuidle governor is not haltpoll, so its parameters move no window.
     NotHaltpoll,
     /// haltpoll is the only governor available, so the windows could not be restarted.

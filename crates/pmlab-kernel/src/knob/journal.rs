@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 /// The first line of a journal.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Header {
+    /// PID of the process that owns the journal.
     pub pid: i32,
     /// Start time of the owner (field 22 of /proc/PID/stat), so a reused PID is not taken
     /// for the owner.
@@ -24,8 +25,11 @@ pub struct Header {
 /// One journaled knob: restoring it writes `orig` to `path`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Entry {
+    /// Canonical knob name (`cpuidle.POLL.disable@1`).
     pub knob: String,
+    /// The file to write back (below the root).
     pub path: PathBuf,
+    /// The value found before the first write, written back on restore.
     pub orig: String,
     /// A sched feature: `path` is the features file, `orig` is `NAME` or `NO_NAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,6 +79,7 @@ pub struct DirLock {
 }
 
 impl DirLock {
+    /// Create the directory if needed and block until the lock is ours (`flock`, released on drop).
     pub fn take(dir: &Path) -> Result<DirLock, KnobError> {
         std::fs::create_dir_all(dir).map_err(|e| jerr(dir, e))?;
         let p = dir.join(".lock");
@@ -99,6 +104,7 @@ fn sync_dir(dir: &Path) {
 /// A journal being written by this process.
 #[derive(Debug)]
 pub struct Journal {
+    /// The journal file (`.kept` after [`Journal::keep`]).
     pub path: PathBuf,
     file: File,
 }
@@ -147,9 +153,13 @@ impl Journal {
 /// A journal on disk.
 #[derive(Debug, Clone)]
 pub struct OnDisk {
+    /// The journal file.
     pub path: PathBuf,
+    /// Its first line; `None` when missing or torn (owner unknown: treated as dead).
     pub header: Option<Header>,
+    /// The journaled knobs, in write order.
     pub entries: Vec<Entry>,
+    /// The file ends in `.kept`: `pmlab knob set` left these knobs changed on purpose.
     pub kept: bool,
 }
 
@@ -182,6 +192,7 @@ impl OnDisk {
         self.header.as_ref().is_some_and(|h| h.boot != boot_id())
     }
 
+    /// PID of the owner, 0 when the header is missing.
     pub fn owner_pid(&self) -> i32 {
         self.header.as_ref().map(|h| h.pid).unwrap_or(0)
     }

@@ -27,29 +27,54 @@ use std::path::PathBuf;
 pub enum KnobError {
     /// A bad assignment or name; nothing was written.
     #[error("`{assignment}`: {reason}")]
-    Invalid { assignment: String, reason: String },
+    Invalid {
+        /// The assignment as given.
+        assignment: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A name that matches no knob here.
     #[error("unknown knob `{name}`{hint}")]
-    Unknown { name: String, hint: String },
+    Unknown {
+        /// The name as given.
+        name: String,
+        /// Close matches or a note, with its leading separator (may be empty).
+        hint: String,
+    },
     /// Another live pmlab process has this knob in its journal.
     #[error("{knob} is in use by pmlab process {pid} (journal {journal}); nothing was written")]
     Busy {
+        /// The knob's canonical name.
         knob: String,
+        /// PID of the live pmlab process holding it.
         pid: i32,
+        /// That process's journal file.
         journal: String,
     },
     /// A write failed; the knobs of this call already written were put back.
     #[error("{knob}: {step} failed: {reason}; {rollback}")]
     Write {
+        /// The knob's canonical name.
         knob: String,
+        /// What was being done when it failed (reading the original value, writing, a hotplug step).
         step: String,
+        /// Why it failed.
         reason: String,
+        /// What happened to the knobs already written (all put back, or which were not).
         rollback: String,
     },
+    /// The journal could not be written, read or removed: knobs are not changed without it.
     #[error("journal {path}: {reason}")]
-    Journal { path: String, reason: String },
+    Journal {
+        /// The journal file (or its directory).
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Some knobs could not be put back (each named with its reason).
     #[error("restore incomplete: {0}")]
     Restore(String),
+    /// A stop signal arrived during the operation; the lab restores and exits.
     #[error("interrupted by a signal: knobs are being restored")]
     Interrupted,
 }
@@ -57,7 +82,9 @@ pub enum KnobError {
 /// One resolved write: a target and the exact string for it.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The file to write.
     pub target: Target,
+    /// The exact string written to the kernel file (in the kernel's unit).
     pub value: String,
     /// The assignment it came from.
     pub assignment: String,
@@ -66,13 +93,21 @@ pub struct Plan {
 /// A knob that resolves here, for `pmlab knob list`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KnobInfo {
+    /// Canonical name (`cpuidle.POLL.disable@1`).
     pub name: String,
+    /// The kernel file, below the root.
     pub file: PathBuf,
+    /// Its current content (trimmed), or why it could not be read.
     pub value: String,
+    /// What it accepts, for people (`0..4294967295 ns`, `menu|teo|haltpoll`).
     pub allowed: String,
+    /// The kernel's unit of the value (`ns`, `us`, `kHz`; empty when none).
     pub unit: String,
+    /// One file for the machine, per CPU, or per cpufreq policy.
     pub scope: Scope,
+    /// pmlab may write it and its mode has a write bit (the kernel may still refuse a value).
     pub writable: bool,
+    /// One line on what the knob does.
     pub help: String,
 }
 

@@ -14,12 +14,15 @@ use std::path::{Component, Path, PathBuf};
 pub struct Target {
     /// Canonical name of this one file: `cpuidle.POLL.disable@1`, `cpufreq.governor@policy0`.
     pub knob: String,
+    /// The table entry the name matched.
     pub def: &'static KnobDef,
     /// The file, below the root.
     pub path: PathBuf,
     /// The value type after `Auto` is decided.
     pub ty: Type,
+    /// The kernel's unit of the value (`ns`, `us`, `kHz`; empty when none).
     pub unit: String,
+    /// The CPU of a per-CPU knob (kernel numbering); `None` for others.
     pub cpu: Option<u32>,
     /// `{POLICY}` for policy knobs.
     pub policy: Option<u32>,

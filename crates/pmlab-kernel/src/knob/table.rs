@@ -64,15 +64,21 @@ pub struct KnobDef {
     pub name: &'static str,
     /// File pattern (absolute, below the root); `{CPU}`/`{POLICY}` come from the scope.
     pub file: &'static str,
+    /// The value type (`Auto`: decided from the file's content).
     pub ty: Type,
     /// Kernel unit of an Int value (`ns`, `us`, `ms`, `kHz`, or empty).
     pub unit: &'static str,
+    /// One file for the machine, one per CPU or one per cpufreq policy.
     pub scope: Scope,
+    /// pmlab may write it (`false`: listed and read only).
     pub writable: bool,
+    /// Which values are accepted (range, list file, ...), checked before any write.
     pub allowed: Allowed,
     /// Literal words accepted besides the type (`n/a` for PM QoS).
     pub words: &'static [&'static str],
+    /// How the file is read and written.
     pub access: Access,
+    /// One line on what the knob does, for `pmlab knob list`.
     pub help: &'static str,
 }
 

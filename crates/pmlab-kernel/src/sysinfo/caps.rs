@@ -5,8 +5,10 @@ use super::SystemInfo;
 use crate::cpulist::format_cpu_list;
 use serde::Serialize;
 
+/// What pmlab can do on this machine: typed answers plus one line per area for people.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Capabilities {
+    /// pmlab runs as root (effective UID 0).
     pub is_root: bool,
     /// Running in a virtual machine.
     pub guest: bool,
@@ -23,7 +25,9 @@ pub struct Capabilities {
     pub polling_knob: Option<String>,
     /// cpuidle governors one can switch between (empty without a driver).
     pub governors: Vec<String>,
+    /// cpufreq policies exist.
     pub cpufreq: bool,
+    /// Some policy has `energy_performance_preference`.
     pub epp: bool,
     /// RAPL zones exist.
     pub rapl: bool,
@@ -44,12 +48,16 @@ pub struct Capabilities {
     pub items: Vec<Capability>,
 }
 
+/// One area's verdict for people (`pmlab info`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Capability {
+    /// The area: `hotplug`, `idle`, `governors`, `polling`, `frequency`, `energy`, `trace`, ...
     pub area: &'static str,
     /// The area is usable (possibly partly).
     pub ok: bool,
+    /// What is there, in a few words.
     pub summary: String,
+    /// Why it is (partly) unusable, or what it needs; empty when fully usable.
     pub reason: String,
 }
 
@@ -70,6 +78,7 @@ fn cpus_text(cpus: &[u32]) -> String {
 }
 
 impl SystemInfo {
+    /// Derive what pmlab can do here from what was read (no further reads).
     pub fn capabilities(&self) -> Capabilities {
         let root_note = |s: &str| {
             if self.is_root {

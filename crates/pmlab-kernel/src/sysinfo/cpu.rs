@@ -6,22 +6,31 @@ use crate::cpulist::parse_cpu_list;
 use crate::Root;
 use serde::Serialize;
 
-pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+/// The CPU sysfs directory (kernel path, mapped through the root).
+pub(crate) const CPU_DIR: &str = "/sys/devices/system/cpu";
 
+/// The CPUs: model, and which are possible, present, online and hotpluggable.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cpus {
     /// `model name` of the first processor (or `Model`/`cpu model` on other arches).
     pub model: Item<String>,
+    /// `vendor_id` (`AuthenticAMD`, `GenuineIntel`) where /proc/cpuinfo has it.
     pub vendor: Option<String>,
     /// x86 family/model/stepping where /proc/cpuinfo has them.
     pub family: Option<u32>,
+    /// x86 model number (see `family`).
     pub model_number: Option<u32>,
+    /// x86 stepping (see `family`).
     pub stepping: Option<u32>,
     /// `flags` contains `hypervisor`.
     pub hypervisor_flag: bool,
+    /// `possible` CPU list (kernel numbering).
     pub possible: Item<Vec<u32>>,
+    /// `present` CPU list.
     pub present: Item<Vec<u32>>,
+    /// `online` CPU list.
     pub online: Item<Vec<u32>>,
+    /// Present CPUs that are not online.
     pub offline: Vec<u32>,
     /// Present CPUs with a `cpuN/online` file: these can be taken offline.
     pub hotpluggable: Vec<u32>,
@@ -53,6 +62,7 @@ pub fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// Read the CPUs' picture; never fails (each part says why it is missing).
 pub fn read(root: &Root) -> Cpus {
     let cpuinfo = read_text(root, "/proc/cpuinfo");
     let text = cpuinfo.as_deref().unwrap_or("");

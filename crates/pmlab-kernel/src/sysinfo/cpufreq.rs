@@ -7,8 +7,10 @@ use crate::cpulist::parse_cpu_list;
 use crate::{KHz, Root};
 use serde::Serialize;
 
-pub const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
+/// The cpufreq sysfs directory (kernel path, mapped through the root).
+pub(crate) const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
 
+/// cpufreq as the kernel shows it; `SystemInfo::cpufreq` is `None` without policies.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cpufreq {
     /// The first policy's scaling driver (all policies share one driver).
@@ -17,25 +19,36 @@ pub struct Cpufreq {
     pub boost: Option<bool>,
     /// /sys/devices/system/cpu/intel_pstate/status (`active`, `passive`, `off`).
     pub intel_pstate_status: Option<String>,
+    /// One entry per `policyN`, by N.
     pub policies: Vec<Policy>,
 }
 
+/// One cpufreq policy (`policyN`): the CPUs it drives and its limits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
     /// N in `policyN`.
     pub id: u32,
+    /// `affected_cpus`: the online CPUs this policy drives.
     pub cpus: Vec<u32>,
+    /// `scaling_driver` (`acpi-cpufreq`, `intel_pstate`, `amd-pstate-epp`).
     pub driver: Option<String>,
+    /// `scaling_governor`.
     pub governor: Option<String>,
+    /// `scaling_available_governors` (empty where the driver has none).
     pub available_governors: Vec<String>,
+    /// `scaling_min_freq`, kHz.
     pub min: Option<KHz>,
+    /// `scaling_max_freq`, kHz.
     pub max: Option<KHz>,
     /// scaling_cur_freq (world-readable; cpuinfo_cur_freq needs root).
     pub cur: Option<KHz>,
+    /// `cpuinfo_min_freq`: the hardware's lowest frequency, kHz.
     pub hw_min: Option<KHz>,
+    /// `cpuinfo_max_freq`: the hardware's highest frequency, kHz.
     pub hw_max: Option<KHz>,
     /// energy_performance_preference, where the driver has it.
     pub epp: Option<Item<String>>,
+    /// `energy_performance_available_preferences`, where the driver has it.
     pub available_epp: Option<Vec<String>>,
 }
 

@@ -7,8 +7,10 @@ use super::item::{item, numbered, read_bool, read_num, read_text, read_words, It
 use crate::Root;
 use serde::Serialize;
 
-pub const CPUIDLE_DIR: &str = "/sys/devices/system/cpu/cpuidle";
+/// The cpuidle sysfs directory (kernel path, mapped through the root).
+pub(crate) const CPUIDLE_DIR: &str = "/sys/devices/system/cpu/cpuidle";
 
+/// cpuidle as the kernel shows it: driver, governor and per-CPU state tables.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cpuidle {
     /// /sys/devices/system/cpu/cpuidle exists (the kernel has CPU_IDLE).
@@ -17,6 +19,7 @@ pub struct Cpuidle {
     pub driver: Item<String>,
     /// `current_governor` (or `current_governor_ro` on kernels without the switch).
     pub governor: Item<String>,
+    /// `available_governors` (the switchable ones).
     pub available_governors: Item<Vec<String>>,
     /// `cpuidle.off=1` on the command line (/sys/module/cpuidle/parameters/off).
     pub off: Option<bool>,
@@ -42,17 +45,23 @@ impl Cpuidle {
     }
 }
 
+/// One CPU's idle states.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuIdle {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// Its states, by index.
     pub states: Vec<IdleState>,
 }
 
+/// One idle state's description (`cpuN/cpuidle/stateK`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IdleState {
     /// K in `stateK`.
     pub index: u32,
+    /// `name` (`POLL`, `C1`, `haltpoll`).
     pub name: String,
+    /// `desc`, the driver's description.
     pub desc: String,
     /// Exit latency, µs.
     pub latency_us: Option<u64>,
@@ -94,6 +103,7 @@ fn state(root: &Root, cpu: u32, k: u32) -> IdleState {
     }
 }
 
+/// Read cpuidle's picture; never fails (each part says why it is missing).
 pub fn read(root: &Root) -> Cpuidle {
     let f = |name: &str| format!("{CPUIDLE_DIR}/{name}");
     let present = root.path(CPUIDLE_DIR).is_dir();

@@ -6,8 +6,10 @@ use crate::Root;
 use std::fs;
 use std::path::Path;
 
+/// A fake kernel tree in a temp dir, removed on drop; builder methods add files to it.
 pub struct FakeTree {
     _dir: tempfile::TempDir,
+    /// The root to hand to readers and writers.
     pub root: Root,
 }
 
@@ -19,7 +21,9 @@ impl Default for FakeTree {
     }
 }
 
+/// /proc/cpuinfo flags of a bare-metal Intel CPU.
 pub const INTEL_FLAGS: &str = "fpu vme de pse tsc msr constant_tsc nonstop_tsc";
+/// /proc/cpuinfo flags of a guest (with `hypervisor`).
 pub const GUEST_FLAGS: &str = "fpu vme tsc hypervisor x2apic";
 
 impl FakeTree {
@@ -92,6 +96,7 @@ impl FakeTree {
         self._dir.path()
     }
 
+    /// An empty tree with a /proc/mounts listing only sysfs.
     pub fn new() -> FakeTree {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
@@ -100,6 +105,7 @@ impl FakeTree {
         t
     }
 
+    /// Write `text` to the kernel path `abs` inside the tree (parents created).
     pub fn put(&self, abs: &str, text: &str) -> &Self {
         let p = self.root.path(abs);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -107,11 +113,13 @@ impl FakeTree {
         self
     }
 
+    /// Create the kernel directory `abs` inside the tree.
     pub fn mkdir(&self, abs: &str) -> &Self {
         fs::create_dir_all(self.root.path(abs)).unwrap();
         self
     }
 
+    /// Add a line to the tree's /proc/mounts.
     pub fn mount(&self, dev: &str, dir: &str, fstype: &str, opts: &str) -> &Self {
         let p = self.root.path("/proc/mounts");
         let mut text = fs::read_to_string(&p).unwrap();
@@ -212,6 +220,7 @@ impl FakeTree {
         self
     }
 
+    /// haltpoll's parameters at their defaults (`guest_halt_poll_ns` 200000), and the driver's `force`.
     pub fn haltpoll(&self, force: bool) -> &Self {
         let p = "/sys/module/haltpoll/parameters";
         self.put(&format!("{p}/guest_halt_poll_allow_shrink"), "Y\n");
@@ -279,12 +288,14 @@ impl FakeTree {
         self
     }
 
+    /// tracefs mounted at /sys/kernel/tracing, with an `instances` directory.
     pub fn tracefs_mounted(&self) -> &Self {
         self.mount("nodev", "/sys/kernel/tracing", "tracefs", "rw,relatime");
         self.mkdir("/sys/kernel/tracing/instances");
         self.put("/sys/kernel/tracing/events/enable", "0\n")
     }
 
+    /// debugfs mounted, with `sched/features` holding `features`.
     pub fn debugfs_sched(&self, features: &str) -> &Self {
         self.mount("debugfs", "/sys/kernel/debug", "debugfs", "rw,relatime");
         self.put("/sys/kernel/debug/sched/features", &format!("{features}\n"))
@@ -304,6 +315,7 @@ impl FakeTree {
         self
     }
 
+    /// The clocksource directory: the current one and the available list.
     pub fn clocksource(&self, current: &str, avail: &str) -> &Self {
         let d = "/sys/devices/system/clocksource/clocksource0";
         self.put(&format!("{d}/current_clocksource"), &format!("{current}\n"));

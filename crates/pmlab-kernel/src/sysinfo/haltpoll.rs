@@ -6,9 +6,12 @@ use crate::Root;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const PARAMS_DIR: &str = "/sys/module/haltpoll/parameters";
-pub const DRIVER_FORCE: &str = "/sys/module/cpuidle_haltpoll/parameters/force";
+/// The haltpoll governor's parameters (kernel path).
+pub(crate) const PARAMS_DIR: &str = "/sys/module/haltpoll/parameters";
+/// The haltpoll cpuidle driver's `force` parameter (kernel path).
+pub(crate) const DRIVER_FORCE: &str = "/sys/module/cpuidle_haltpoll/parameters/force";
 
+/// The haltpoll governor's parameters (`guest_halt_poll_ns`, `_grow`, `_shrink`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Haltpoll {
     /// Every file under /sys/module/haltpoll/parameters, by name.
@@ -18,6 +21,7 @@ pub struct Haltpoll {
 }
 
 impl Haltpoll {
+    /// The value of one parameter (`guest_halt_poll_ns`); `None` when absent or unreadable.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.parameters.get(name)?.value().map(String::as_str)
     }

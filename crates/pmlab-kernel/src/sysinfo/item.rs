@@ -10,22 +10,41 @@ use std::path::{Path, PathBuf};
 /// Why one reader failed, always with the file it failed on.
 #[derive(Debug, thiserror::Error)]
 pub enum SysinfoError {
+    /// The file is not there.
     #[error("{path}: not present")]
-    NotFound { path: PathBuf },
+    NotFound {
+        /// The file (under the root).
+        path: PathBuf,
+    },
+    /// The file is readable by root only.
     #[error("{path}: permission denied")]
-    PermissionDenied { path: PathBuf },
+    PermissionDenied {
+        /// The file (under the root).
+        path: PathBuf,
+    },
+    /// Any other read error.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file (under the root).
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file was read but its content is not of the expected form.
     #[error("{path}: cannot parse {text:?} as {what}")]
     Parse {
+        /// The file (under the root).
         path: PathBuf,
+        /// Its content (trimmed).
         text: String,
+        /// What was expected (`a CPU list`, `a boolean`).
         what: &'static str,
     },
 }
 
 impl SysinfoError {
-    pub fn from_io(path: &Path, source: io::Error) -> SysinfoError {
+    /// Classify an I/O error on `path`: not found, permission denied, or other.
+    pub(crate) fn from_io(path: &Path, source: io::Error) -> SysinfoError {
         let path = path.to_path_buf();
         match source.kind() {
             io::ErrorKind::NotFound => SysinfoError::NotFound { path },
@@ -33,6 +52,7 @@ impl SysinfoError {
             _ => SysinfoError::Io { path, source },
         }
     }
+    /// The file the error is about.
     pub fn path(&self) -> &Path {
         match self {
             SysinfoError::NotFound { path }
@@ -74,9 +94,11 @@ impl fmt::Display for Status {
 /// What stands in for a value that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unavailable {
+    /// Why there is no value.
     pub status: Status,
     /// The kernel path (as on the real machine, without the fake root).
     pub path: String,
+    /// The error text for [`Status::Error`]; `None` for the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
@@ -95,32 +117,39 @@ impl fmt::Display for Unavailable {
 /// or as `{"status": "needs root", "path": "..."}`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item<T> {
+    /// The value read.
     Value(T),
+    /// Why there is none.
     Unavailable(Unavailable),
 }
 
 impl<T> Item<T> {
+    /// The value, if there is one.
     pub fn value(&self) -> Option<&T> {
         match self {
             Item::Value(v) => Some(v),
             Item::Unavailable(_) => None,
         }
     }
+    /// The value, if there is one (by value).
     pub fn into_value(self) -> Option<T> {
         match self {
             Item::Value(v) => Some(v),
             Item::Unavailable(_) => None,
         }
     }
+    /// Why there is no value; `None` when there is one.
     pub fn status(&self) -> Option<Status> {
         match self {
             Item::Value(_) => None,
             Item::Unavailable(u) => Some(u.status),
         }
     }
+    /// Readable by root only and we are not root.
     pub fn needs_root(&self) -> bool {
         self.status() == Some(Status::NeedsRoot)
     }
+    /// An item with no value, for `path` (the kernel path), with an optional detail.
     pub fn unavailable(status: Status, path: &str, detail: Option<String>) -> Item<T> {
         Item::Unavailable(Unavailable {
             status,
@@ -128,6 +157,7 @@ impl<T> Item<T> {
             detail,
         })
     }
+    /// Convert the value, keeping the reason when there is none.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Item<U> {
         match self {
             Item::Value(v) => Item::Value(f(v)),
@@ -240,6 +270,7 @@ pub fn read_bool(root: &Root, abs: &str) -> Result<bool, SysinfoError> {
     })
 }
 
+/// A kernel boolean (`Y`/`N`, `1`/`0`, `on`/`off`); `None` for anything else.
 pub fn parse_bool(s: &str) -> Option<bool> {
     match s.trim() {
         "Y" | "y" | "1" | "on" => Some(true),

@@ -4,6 +4,7 @@ use super::item::{item, read_bool, read_text, Item};
 use crate::Root;
 use serde::Serialize;
 
+/// The running kernel: release, version, command line, rcu_expedited.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Kernel {
     /// `uname -r`, from /proc/sys/kernel/osrelease.
@@ -16,6 +17,7 @@ pub struct Kernel {
     pub rcu_expedited: Item<bool>,
 }
 
+/// Read the kernel's picture; never fails (each part says why it is missing).
 pub fn read(root: &Root) -> Kernel {
     Kernel {
         release: item(root, read_text(root, "/proc/sys/kernel/osrelease")),

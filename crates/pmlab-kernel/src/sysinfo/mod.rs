@@ -28,15 +28,22 @@ pub use item::{Item, Status, SysinfoError, Unavailable};
 use crate::Root;
 use serde::Serialize;
 
+/// What `pmlab info` shows: the machine's power-management picture, read without writing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemInfo {
     /// The root read (`/` on the machine).
     pub root: String,
+    /// pmlab runs as root (effective UID 0).
     pub is_root: bool,
+    /// Release, version, command line.
     pub kernel: kernel::Kernel,
+    /// CPU model and CPU lists.
     pub cpus: cpu::Cpus,
+    /// Virtualisation: hypervisor, clocksource, KVM CPUID.
     pub virt: virt::Virt,
+    /// Per-CPU package/die/core/siblings.
     pub topology: Item<Vec<topology::CpuTopology>>,
+    /// cpuidle driver, governor and states.
     pub cpuidle: cpuidle::Cpuidle,
     /// `None` when the haltpoll module is absent.
     pub haltpoll: Option<haltpoll::Haltpoll>,
@@ -44,8 +51,11 @@ pub struct SystemInfo {
     pub cpufreq: Option<cpufreq::Cpufreq>,
     /// powercap zones with energy counters (RAPL and others); empty when none.
     pub powercap: Vec<powercap::PowercapZone>,
+    /// tracefs: mounted where, writable by us.
     pub tracefs: tracefs::TracefsInfo,
+    /// debugfs `sched/features` (needs debugfs and root).
     pub sched_features: Item<Vec<sched_features::SchedFeature>>,
+    /// The cpuhp state table (named hotplug steps).
     pub hotplug_states: Item<Vec<hotplug_states::HotplugState>>,
 }
 

@@ -2,10 +2,12 @@
 
 use crate::Root;
 
+/// One line of /proc/self/mounts (the fields pmlab needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
     /// Mount point as the kernel lists it (a kernel path, not mapped through the root).
     pub dir: String,
+    /// Mounted read-only (`ro` in its options).
     pub read_only: bool,
 }
 

@@ -5,14 +5,17 @@ use super::item::{item, list_names, read_bool, read_num, read_parse, read_text, 
 use crate::Root;
 use serde::Serialize;
 
-pub const POWERCAP_DIR: &str = "/sys/class/powercap";
+/// The powercap class directory (kernel path; RAPL zones live here).
+pub(crate) const POWERCAP_DIR: &str = "/sys/class/powercap";
 
+/// One powercap zone (RAPL or another energy counter).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PowercapZone {
     /// Directory name, e.g. `intel-rapl:0` or `intel-rapl:0:1`.
     pub id: String,
     /// `name`, e.g. `package-0`, `core`, `dram`, `psys`.
     pub name: String,
+    /// `enabled`; `None` where the file is absent.
     pub enabled: Option<bool>,
     /// The energy counter, µJ (root only on current kernels).
     pub energy_uj: Item<u64>,
@@ -21,7 +24,8 @@ pub struct PowercapZone {
 }
 
 impl PowercapZone {
-    pub fn energy_readable(&self) -> bool {
+    /// The energy counter could be read (usually root only).
+    pub(crate) fn energy_readable(&self) -> bool {
         self.energy_uj.value().is_some()
     }
     /// A RAPL zone (intel-rapl, intel-rapl-mmio, amd's rapl uses the same names).

@@ -6,12 +6,16 @@ use super::mounts;
 use crate::Root;
 use serde::Serialize;
 
+/// One scheduler feature from debugfs `sched/features`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SchedFeature {
+    /// The feature's name (`TTWU_QUEUE`), without `NO_`.
     pub name: String,
+    /// On (listed as `NAME`) or off (listed as `NO_NAME`).
     pub enabled: bool,
 }
 
+/// Parse the `sched/features` text (words, `NO_` prefix for off).
 pub fn parse(text: &str) -> Vec<SchedFeature> {
     text.split_whitespace()
         .map(|w| match w.strip_prefix("NO_") {
@@ -27,6 +31,7 @@ pub fn parse(text: &str) -> Vec<SchedFeature> {
         .collect()
 }
 
+/// Read `sched/features`; unavailable without debugfs or root, or under lockdown.
 pub fn read(root: &Root) -> Item<Vec<SchedFeature>> {
     let Some(m) = mounts::find(root, "debugfs") else {
         let (status, detail) = if is_root() {

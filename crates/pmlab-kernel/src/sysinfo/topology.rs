@@ -6,13 +6,18 @@ use crate::cpulist::parse_cpu_list;
 use crate::Root;
 use serde::Serialize;
 
+/// Where one CPU sits: package, die, cluster, core, siblings (from `cpuN/topology`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CpuTopology {
+    /// The CPU (kernel numbering).
     pub cpu: u32,
+    /// `physical_package_id`; `None` where the file is missing or out of range (-1).
     pub package: Option<u32>,
+    /// `die_id`; `None` where missing or out of range.
     pub die: Option<u32>,
     /// `cluster_id` (65535 where the platform has no clusters is reported as None).
     pub cluster: Option<u32>,
+    /// `core_id`; `None` where missing or out of range.
     pub core: Option<u32>,
     /// CPUs sharing this CPU's core (SMT siblings, itself included).
     pub thread_siblings: Vec<u32>,

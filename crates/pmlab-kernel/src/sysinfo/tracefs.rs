@@ -7,8 +7,10 @@ use crate::Root;
 use serde::Serialize;
 use std::path::Path;
 
+/// tracefs as pmlab sees it: mounted, writable, mountable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TracefsInfo {
+    /// tracefs is mounted somewhere.
     pub mounted: bool,
     /// Mount point (kernel path), when mounted.
     pub path: Option<String>,
@@ -27,6 +29,7 @@ fn writable(dir: &Path) -> bool {
     accessat(CWD, dir, Access::WRITE_OK, AtFlags::EACCESS).is_ok()
 }
 
+/// Look tracefs up in /proc/self/mounts; never mounts.
 pub fn read(root: &Root) -> TracefsInfo {
     let real = root.path("/") == Path::new("/");
     let root_user = is_root();

@@ -7,6 +7,7 @@ use super::item::{list_names, read_num, read_text, read_words};
 use crate::Root;
 use serde::Serialize;
 
+/// The virtualisation picture: hypervisor, clocksource, KVM features.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Virt {
     /// /proc/cpuinfo `flags` has `hypervisor` (we run in a guest).
@@ -15,10 +16,15 @@ pub struct Virt {
     pub hypervisor: Option<String>,
     /// How `hypervisor` was found.
     pub hypervisor_source: Option<String>,
+    /// DMI `sys_vendor` (`QEMU`, `Amazon EC2`).
     pub dmi_vendor: Option<String>,
+    /// DMI `product_name`.
     pub dmi_product: Option<String>,
+    /// The current clocksource (`kvm-clock`, `tsc`).
     pub clocksource: Option<String>,
+    /// The available clocksources.
     pub available_clocksources: Vec<String>,
+    /// `kvm-clock` is among the clocksources.
     pub kvm_clock: bool,
     /// KVM CPUID leaves; `None` on a fake tree, on non-x86 or outside KVM.
     pub kvm_cpuid: Option<KvmCpuid>,
@@ -64,10 +70,12 @@ pub fn free_page_reporting(root: &Root) -> Option<FreePageReporting> {
 }
 
 impl Virt {
+    /// We run in a guest (the `hypervisor` flag or a hypervisor name was found).
     pub fn is_guest(&self) -> bool {
         self.hypervisor_flag || self.hypervisor.is_some()
     }
-    pub fn is_kvm(&self) -> bool {
+    /// The hypervisor is KVM (CPUID signature, kvm-clock, or its name).
+    pub(crate) fn is_kvm(&self) -> bool {
         self.kvm_cpuid.is_some()
             || self.kvm_clock
             || self
@@ -104,6 +112,7 @@ impl Virt {
     }
 }
 
+/// The KVM CPUID leaves (x86 only, read with the `cpuid` instruction).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KvmCpuid {
     /// The CPUID base the KVM signature was found at (0x40000000, or 0x40000100 with Hyper-V).
@@ -112,6 +121,7 @@ pub struct KvmCpuid {
     pub features: Vec<String>,
     /// KVM_HINTS_* names from EDX of base+1.
     pub hints: Vec<String>,
+    /// EAX of base+1 in hex, for features this list does not name.
     pub features_raw: String,
 }
 
@@ -206,6 +216,7 @@ fn cpuid_probe() -> (Option<String>, Option<KvmCpuid>) {
     (None, None)
 }
 
+/// Read the virtualisation picture; `hypervisor_flag` is /proc/cpuinfo's `hypervisor` flag.
 pub fn read(root: &Root, hypervisor_flag: bool) -> Virt {
     let opt = |abs: &str| read_text(root, abs).ok().filter(|s| !s.is_empty());
     let cs = "/sys/devices/system/clocksource/clocksource0";
