@@ -22,6 +22,7 @@ mod info;
 mod interrupt;
 mod knob;
 mod lab;
+mod layering;
 mod lineup;
 mod needless;
 mod observer;
