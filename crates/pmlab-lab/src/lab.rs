@@ -14,7 +14,7 @@ use crate::protocol::{self, Observer, Outcome, ProtocolError};
 use crate::spec::{Budget, Configuration, Experiment};
 use crate::store::Store;
 use crate::tracing::TraceSource;
-use pmlab_kernel::knob::{KnobError, Transaction};
+use pmlab_kernel::knob::{self, KnobError, Transaction};
 use pmlab_kernel::{Metric, Root};
 use pmlab_workload::{WorkloadError, WorkloadResult, WorkloadSpec};
 use std::path::PathBuf;
@@ -60,6 +60,10 @@ pub enum LabError {
     Meter(#[from] crate::meter::MeterError),
     #[error("interrupted: the workload's workers were killed")]
     Interrupted,
+    #[error("--reference {label}: no configuration has that label (labels: {})", labels.join(", "))]
+    NoReference { label: String, labels: Vec<String> },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// The process-wide interrupt state: the stop token and who listens for signals.
@@ -140,6 +144,28 @@ pub struct OneRun {
     pub result: WorkloadResult,
     pub side_metrics: Vec<Metric>,
     /// What the knob transaction repaired of dead sessions, and knobs that do nothing here.
+    pub notes: Vec<String>,
+}
+
+/// One knob file after `knob set`.
+#[derive(Debug, Clone)]
+pub struct KnobChange {
+    /// Canonical name (`cpuidle.POLL.disable@1`).
+    pub knob: String,
+    /// Its value now.
+    pub value: String,
+    /// Its value before, when it could be read.
+    pub was: Option<String>,
+}
+
+/// What [`Lab::set_knobs`] did.
+#[derive(Debug, Clone)]
+pub struct KnobsSet {
+    /// Every knob file written, with its old and new value.
+    pub changes: Vec<KnobChange>,
+    /// What was repaired of dead sessions first.
+    pub recovered: Vec<String>,
+    /// Knobs that do nothing here (for example a disabled state no CPU enters).
     pub notes: Vec<String>,
 }
 
@@ -230,6 +256,41 @@ impl Lab {
 
     fn root_path(&self) -> PathBuf {
         self.root.path("/")
+    }
+
+    /// `pmlab knob set`: validate every assignment before any write, apply them in one
+    /// journaled transaction and keep it (`pmlab knob restore` undoes it). Journals of dead
+    /// pmlab processes are restored first ([`KnobsSet::recovered`]).
+    pub fn set_knobs(&self, assignments: &[String]) -> Result<KnobsSet, LabError> {
+        knob::validate(&self.root, assignments)?;
+        let names: Vec<String> = assignments
+            .iter()
+            .filter_map(|a| a.split_once('=').map(|(n, _)| n.trim().to_string()))
+            .collect();
+        let before: Vec<Vec<(String, String)>> = names
+            .iter()
+            .map(|n| knob::read_all(&self.root, n).unwrap_or_default())
+            .collect();
+        let mut t = self.transaction()?;
+        let recovered = t.recovered.clone();
+        t.apply(assignments)?;
+        let mut changes = Vec::new();
+        for (n, old) in names.iter().zip(before) {
+            for (k, v) in knob::read_all(&self.root, n)? {
+                let was = old.iter().find(|(o, _)| *o == k).map(|(_, v)| v.clone());
+                changes.push(KnobChange {
+                    knob: k,
+                    value: v,
+                    was,
+                });
+            }
+        }
+        t.keep();
+        Ok(KnobsSet {
+            changes,
+            recovered,
+            notes: knob::effect_notes(&self.root, assignments),
+        })
     }
 
     /// The executor of this machine.

@@ -7,6 +7,7 @@ pub mod machine;
 pub mod meter;
 pub mod protocol;
 pub mod recording;
+pub mod request;
 pub mod tracing;
 
 // The data model and statistics under their own names, so paths read `crate::store::..`.

@@ -68,24 +68,6 @@ enum Cmd {
     },
 }
 
-/// Modules whose parameters `knob list` shows without `--all`.
-const POWER_MODULES: &[&str] = &[
-    "haltpoll",
-    "cpuidle",
-    "cpuidle_haltpoll",
-    "intel_idle",
-    "processor",
-    "intel_pstate",
-    "amd_pstate",
-    "cpufreq",
-    "rcutree",
-    "rcupdate",
-    "workqueue",
-    "kvm",
-    "kvm_intel",
-    "kvm_amd",
-];
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = Root::system();
     match args.cmd {
@@ -97,13 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn list(root: &Root, all: bool, json: bool) -> anyhow::Result<()> {
-    let knobs: Vec<_> = knob::list(root)
-        .into_iter()
-        .filter(|k| {
-            all || k.help != "module parameter"
-                || POWER_MODULES.contains(&k.name.split('.').next().unwrap_or(""))
-        })
-        .collect();
+    let knobs = knob::list_power(root, all);
     if json {
         println!("{}", serde_json::to_string_pretty(&knobs)?);
         return Ok(());
@@ -145,35 +121,23 @@ fn get(root: &Root, names: &[String], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn names_of(assignments: &[String]) -> Vec<String> {
-    assignments
-        .iter()
-        .filter_map(|a| a.split_once('=').map(|(n, _)| n.trim().to_string()))
-        .collect()
-}
-
 fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
-    knob::validate(root, assignments)?;
-    let before: Vec<Vec<(String, String)>> = names_of(assignments)
-        .iter()
-        .map(|n| knob::read_all(root, n).unwrap_or_default())
-        .collect();
     // Zero grace: a signal during the writes restores them and exits at once.
     let lab = pmlab_lab::lab::Lab::at(root.clone(), std::time::Duration::ZERO)?;
-    let mut t = lab.transaction()?;
-    for line in &t.recovered {
+    let done = lab.set_knobs(assignments)?;
+    for line in &done.recovered {
         eprintln!("pmlab: {line}");
     }
-    t.apply(assignments)?;
-    for (n, old) in names_of(assignments).iter().zip(before) {
-        for (k, v) in knob::read_all(root, n)? {
-            let was = old.iter().find(|(o, _)| *o == k).map(|(_, v)| v.as_str());
-            println!("{k} = {v} (was {})", was.unwrap_or("?"));
-        }
+    for c in &done.changes {
+        println!(
+            "{} = {} (was {})",
+            c.knob,
+            c.value,
+            c.was.as_deref().unwrap_or("?")
+        );
     }
-    t.keep();
     println!("(journaled: `pmlab knob restore` puts them back)");
-    for note in knob::effect_notes(root, assignments) {
+    for note in &done.notes {
         eprintln!("pmlab: note: {note}");
     }
     Ok(())
@@ -181,38 +145,17 @@ fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
 
 fn restore(json: bool) -> anyhow::Result<()> {
     let dir = journal::state_dir();
-    if !dir.exists() {
-        if json {
-            println!("{{\"restored\": [], \"live\": []}}");
-        } else {
-            println!("nothing to restore ({} does not exist)", dir.display());
-        }
-        return Ok(());
-    }
-    let done = journal::sweep(&dir, true)?;
-    let live: Vec<String> = journal::scan(&dir)
-        .into_iter()
-        .filter(|j| !j.kept && j.owner_alive())
-        .map(|j| {
-            format!(
-                "pmlab process {} is running and holds {} (it restores them when it ends)",
-                j.owner_pid(),
-                j.entries
-                    .iter()
-                    .map(|e| e.knob.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect();
+    let done = journal::restore_all(&dir)?;
     if json {
-        println!("{}", serde_json::json!({"restored": done, "live": live}));
+        println!("{}", serde_json::to_string(&done)?);
         return Ok(());
     }
-    if done.is_empty() {
+    if !dir.exists() {
+        println!("nothing to restore ({} does not exist)", dir.display());
+    } else if done.restored.is_empty() {
         println!("nothing to restore");
     }
-    for l in done.iter().chain(&live) {
+    for l in done.restored.iter().chain(&done.live) {
         println!("{l}");
     }
     Ok(())

@@ -6,9 +6,10 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_lab::lab::{Lab, Sources};
 use pmlab_lab::protocol::{self, Observer, Outcome, Progress, ProtocolError};
+use pmlab_lab::request::{BudgetRequest, Ran, Request};
 use pmlab_report::render::Format;
 use pmlab_report::report::{Report, SideSelection};
-use pmlab_store::spec::{self, Budget, Experiment, Order};
+use pmlab_store::spec::{self, Experiment, Hooks, Order};
 use pmlab_store::store::Store;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -194,15 +195,6 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
-fn default_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    // Keep seeds short enough to type back.
-    (t ^ (std::process::id() as u64).rotate_left(32)) % 1_000_000_000
-}
-
 /// The progress bar: drawn between runs only (never ticking during a measurement).
 struct Bar {
     bar: ProgressBar,
@@ -285,95 +277,45 @@ impl Observer for Bar {
 
 /// Run an experiment with the shared options and print its report.
 pub fn execute(
-    mut experiment: Experiment,
+    experiment: Experiment,
     opts: &ExperimentOpts,
     file_budget: Option<&spec::RunSpec>,
 ) -> anyhow::Result<()> {
-    if let Some(r) = &opts.reference {
-        experiment.reference = experiment
-            .configurations
-            .iter()
-            .position(|c| &c.label == r)
-            .with_context(|| {
-                format!(
-                    "--reference {r}: no configuration has that label (labels: {})",
-                    experiment
-                        .configurations
-                        .iter()
-                        .map(|c| c.label.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?;
-    }
-    for (hook, value) in [
-        (&mut experiment.hooks.setup, &opts.setup),
-        (&mut experiment.hooks.prepare, &opts.prepare),
-        (&mut experiment.hooks.cleanup, &opts.cleanup),
-    ] {
-        if value.is_some() {
-            *hook = value.clone();
-        }
-    }
-    let seed = opts
-        .seed
-        .or(file_budget.and_then(|f| f.seed))
-        .unwrap_or_else(default_seed);
-    let budget = Budget {
-        target_ci: opts
-            .target_ci
-            .or(file_budget.and_then(|f| f.target_ci))
-            .unwrap_or(0.01),
-        max_runs: opts
-            .max_runs
-            .map(|n| n as usize)
-            .or(file_budget.and_then(|f| f.max_runs)),
-        max_time: opts.max_time.or(file_budget.and_then(|f| f.max_time)),
-        min_rounds: opts.min_rounds as usize,
-        seed,
-        order: match opts.order {
-            OrderArg::Interleaved => Order::Interleaved,
-            OrderArg::Sequential => Order::Sequential,
+    let request = Request {
+        db: opts.db.clone(),
+        reference: opts.reference.clone(),
+        hooks: Hooks {
+            setup: opts.setup.clone(),
+            prepare: opts.prepare.clone(),
+            cleanup: opts.cleanup.clone(),
         },
-        stop_when_decided: !opts.no_early_stop,
-        warmup: true,
-        settle: opts
-            .settle
-            .or(file_budget.and_then(|f| f.settle))
-            .unwrap_or(spec::DEFAULT_SETTLE),
+        budget: BudgetRequest {
+            target_ci: opts.target_ci,
+            max_runs: opts.max_runs.map(|n| n as usize),
+            max_time: opts.max_time,
+            seed: opts.seed,
+            settle: opts.settle,
+            min_rounds: opts.min_rounds as usize,
+            order: match opts.order {
+                OrderArg::Interleaved => Order::Interleaved,
+                OrderArg::Sequential => Order::Sequential,
+            },
+            stop_when_decided: !opts.no_early_stop,
+        },
+        sources: Sources {
+            trace: opts
+                .trace
+                .then(|| (opts.db.clone(), opts.trace_events.clone())),
+            meter: opts.meter.spec()?,
+        },
+        fake_executor: opts.fake_executor.clone(),
     };
     let side = SideSelection::parse(&opts.side);
-    let meter = opts.meter.spec()?;
     let lab = Lab::open()?;
-    let sources = Sources {
-        trace: opts
-            .trace
-            .then(|| (opts.db.clone(), opts.trace_events.clone())),
-        meter: if opts.fake_executor.is_some() {
-            None
-        } else {
-            meter
-        },
-    };
-    if sources.meter.is_some() {
-        // Knobs and workloads are checked before the meter is started (it runs a command).
-        lab.executor(None, seed, &Sources::default())?
-            .validate(&experiment)?;
-    }
-    let mut exec = lab.executor(opts.fake_executor.as_deref(), seed, &sources)?;
-    // Validate before the store is opened or created: bad input changes nothing.
-    exec.validate(&experiment)?;
-    let mut store = Store::open(&opts.db)?;
     let mut bar = Bar::new(opts.quiet);
-    let result = lab.experiment(
-        &mut store,
-        exec.as_mut(),
-        &experiment,
-        &budget,
-        &command_line(),
-        &mut bar,
-    );
+    let ran = lab.run_request(experiment, &request, file_budget, &command_line(), &mut bar);
     bar.bar.finish_and_clear();
+    let Ran { store, result, .. } = ran?;
     let outcome: Outcome = match result {
         Ok(o) => o,
         Err(ProtocolError::Restore { error, outcome }) => {

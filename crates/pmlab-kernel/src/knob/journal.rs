@@ -355,3 +355,37 @@ pub fn sweep_locked(dir: &Path, all: bool) -> Result<Vec<String>, KnobError> {
         Err(KnobError::Restore(errors.join("; ")))
     }
 }
+
+/// What [`restore_all`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Restored {
+    /// One line per knob put back (kept `knob set`s, journals of dead processes).
+    pub restored: Vec<String>,
+    /// Journals of pmlab processes still running (they restore their own knobs).
+    pub live: Vec<String>,
+}
+
+/// Put back every knob in the journals under `dir` but those of live processes, which are
+/// reported; a missing `dir` is nothing to restore.
+pub fn restore_all(dir: &Path) -> Result<Restored, KnobError> {
+    if !dir.exists() {
+        return Ok(Restored::default());
+    }
+    let restored = sweep(dir, true)?;
+    let live = scan(dir)
+        .into_iter()
+        .filter(|j| !j.kept && j.owner_alive())
+        .map(|j| {
+            format!(
+                "pmlab process {} is running and holds {} (it restores them when it ends)",
+                j.owner_pid(),
+                j.entries
+                    .iter()
+                    .map(|e| e.knob.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    Ok(Restored { restored, live })
+}

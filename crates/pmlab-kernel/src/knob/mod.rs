@@ -296,6 +296,35 @@ pub fn allowed_text(root: &Root, t: &Target) -> String {
     s.trim().to_string()
 }
 
+/// Modules whose parameters [`list_power`] keeps: idle, frequency, RCU, workqueue and KVM.
+pub const POWER_MODULES: &[&str] = &[
+    "haltpoll",
+    "cpuidle",
+    "cpuidle_haltpoll",
+    "intel_idle",
+    "processor",
+    "intel_pstate",
+    "amd_pstate",
+    "cpufreq",
+    "rcutree",
+    "rcupdate",
+    "workqueue",
+    "kvm",
+    "kvm_intel",
+    "kvm_amd",
+];
+
+/// [`list`], with module parameters only of [`POWER_MODULES`] unless `all`.
+pub fn list_power(root: &Root, all: bool) -> Vec<KnobInfo> {
+    list(root)
+        .into_iter()
+        .filter(|k| {
+            all || k.help != "module parameter"
+                || POWER_MODULES.contains(&k.name.split('.').next().unwrap_or(""))
+        })
+        .collect()
+}
+
 /// Every knob that resolves here (one entry per file), with its value and allowed values.
 pub fn list(root: &Root) -> Vec<KnobInfo> {
     let mut names: Vec<String> = Vec::new();
