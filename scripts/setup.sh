@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time machine set-up. pmlab itself builds first, in the background, while apt and pip
 # fetch the peer tools the tests and benches compare against: the main job (README's first
-# command) then starts at once. The Python wheel is left to scripts/test.sh.
+# command) then starts at once. The Python wheel is left to scripts/test.sh. The installs run
+# at a lower CPU priority (nice): the build is what the main job waits for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -17,14 +18,14 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q "${need[@]}"
+  nice -n 10 apt-get install -y -q "${need[@]}"
 fi
 # OpenSSH's server for the remote (-H) tests, which start their own sshd on 127.0.0.1; the
 # package's own service is stopped where systemd runs it (nothing listens elsewhere).
 if [ ! -x /usr/sbin/sshd ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q openssh-server
+  nice -n 10 apt-get install -y -q openssh-server
   if [ -d /run/systemd/system ]; then systemctl disable --now ssh >/dev/null 2>&1 || true; fi
 fi
 # Independent Parquet readers (pyarrow, duckdb), Perfetto's protobuf classes (no trace
@@ -36,7 +37,7 @@ for m in pyarrow:pyarrow duckdb:duckdb perfetto.protos.perfetto.trace.perfetto_t
   python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_need+=("${m#*:}")
 done
 if [ ${#py_need[@]} -gt 0 ]; then
-  python3 -m pip install -q --root-user-action=ignore "${py_need[@]}" ||
-    python3 -m pip install -q --root-user-action=ignore --break-system-packages "${py_need[@]}"
+  nice -n 10 python3 -m pip install -q --root-user-action=ignore "${py_need[@]}" ||
+    nice -n 10 python3 -m pip install -q --root-user-action=ignore --break-system-packages "${py_need[@]}"
 fi
 wait "$build"
