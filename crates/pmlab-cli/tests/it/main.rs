@@ -31,6 +31,7 @@ mod record;
 mod remote;
 mod run;
 mod study;
+mod top;
 mod trace;
 mod whatif;
 
