@@ -238,12 +238,13 @@ fn frame(f: &mut ratatui::Frame, s: Option<&Sample>, sort: SortBy) {
             .map(|st| format!("{} {}", st.name, pct(st.share)))
             .collect::<Vec<_>>()
             .join("  ");
-        let poll = c
-            .states
-            .iter()
-            .filter(|st| st.name.eq_ignore_ascii_case("poll"))
-            .map(|st| st.share)
-            .sum::<f64>();
+        // 0.0 + : an empty float sum is -0.0.
+        let poll = 0.0
+            + c.states
+                .iter()
+                .filter(|st| st.name.eq_ignore_ascii_case("poll"))
+                .map(|st| st.share)
+                .sum::<f64>();
         let w = wake.and_then(|w| w.cpus.iter().find(|x| x.cpu == c.cpu));
         let needless = match w.and_then(|w| w.needless) {
             Some(n) if n.exits > 0 => pct(n.needless as f64 / n.exits as f64),

@@ -96,7 +96,12 @@ fn intervals_equal_the_analyses_of_their_windows() {
                 exits[usize::from(c.source != Source::CpuIdle)] += c.exits;
             }
             let id = iv.report.idle.as_ref().and_then(|o| o.done()).unwrap();
-            idle_ns += id.cpus.iter().filter(|c| c.source == Source::CpuIdle).map(|c| c.idle_ns).sum::<u64>();
+            idle_ns += id
+                .cpus
+                .iter()
+                .filter(|c| c.source == Source::CpuIdle)
+                .map(|c| c.idle_ns)
+                .sum::<u64>();
         }
         let all = analyze_window(&t, t0, t1, &opts);
         let w = all.wakeups.as_ref().and_then(|o| o.done()).unwrap();
@@ -122,7 +127,11 @@ fn intervals_equal_the_analyses_of_their_windows() {
         // uncounted. cpu_idle CPUs' idle time adds up to the ns.
         assert_eq!(exits[0], whole_exits[0], "{name}: cpu_idle exits");
         let uncounted = whole_exits[1] - exits[1];
-        assert!(uncounted < n, "{name}: {uncounted} idle-task exits lost at {} edges", n - 1);
+        assert!(
+            uncounted < n,
+            "{name}: {uncounted} idle-task exits lost at {} edges",
+            n - 1
+        );
         assert!(whole_idle > 0, "{name}");
         assert_eq!(idle_ns, whole_idle, "{name}: cpu_idle CPUs' idle time");
     }
