@@ -11,12 +11,11 @@ use std::time::{Duration, Instant};
 
 fn no_instances_left() {
     let dir = Path::new("/sys/kernel/tracing/instances");
-    let ours = format!("pmlab-");
     let left: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&ours))
+                .filter(|n| n.starts_with("pmlab-"))
                 .collect()
         })
         .unwrap_or_default();
