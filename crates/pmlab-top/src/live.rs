@@ -218,9 +218,6 @@ fn pin_to(cpu: u32) {
 /// recorder's stop or drop, and the lab's watcher on signals).
 pub fn run(lab: &Lab, cfg: &Config, view: &mut dyn View) -> Result<Ended, TopError> {
     check(lab, cfg)?;
-    if let Some(cpu) = cfg.ui_cpu {
-        pin_to(cpu);
-    }
     let (tx, rx) = mpsc::channel::<Msg>();
     let signals = lab.signals();
     let sig_tx = tx.clone();
@@ -279,6 +276,10 @@ pub fn run(lab: &Lab, cfg: &Config, view: &mut dyn View) -> Result<Ended, TopErr
     )?;
     let notes = rec.notes().to_vec();
     let (skeleton, layout) = rec.skeleton()?;
+    // Pinned after the readers started: they keep the CPUs they were given (or any).
+    if let Some(cpu) = cfg.ui_cpu {
+        pin_to(cpu);
+    }
     let mut engine = Engine::new(skeleton, layout, opts, start);
     let root_dir = lab.root().path("/");
     let mut counters = Snapshot::take_at(&root_dir).ok();
