@@ -12,7 +12,7 @@ fi
 cargo build --release --bin pmlab &
 build=$!
 need=()
-for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine chromium:chromium; do
+for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine chromium:chromium tmux:tmux; do
   command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

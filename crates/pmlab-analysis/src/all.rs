@@ -211,6 +211,35 @@ pub struct Extras<'a> {
     pub model: Option<&'a Model>,
     /// The counter sidecar for the cross-check: None when absent, Err when unusable.
     pub sidecar: Option<Result<Sidecar, crate::crosscheck::SidecarError>>,
+    /// Run every analysis on the calling thread (`pmlab top`: no thread is started and
+    /// joined, which would be a wakeup of pmlab's per interval); the results are the same.
+    pub serial: bool,
+}
+
+/// An analysis started on a scoped thread, or already done on this one ([`Extras::serial`]).
+enum Job<'s, T> {
+    Done(T),
+    Running(std::thread::ScopedJoinHandle<'s, T>),
+}
+
+impl<'s, T: Send + 's> Job<'s, T> {
+    fn start<'e>(
+        sc: &'s std::thread::Scope<'s, 'e>,
+        serial: bool,
+        f: impl FnOnce() -> T + Send + 's,
+    ) -> Job<'s, T> {
+        if serial {
+            Job::Done(f())
+        } else {
+            Job::Running(sc.spawn(f))
+        }
+    }
+    fn join(self) -> T {
+        match self {
+            Job::Done(v) => v,
+            Job::Running(h) => joined(h),
+        }
+    }
 }
 
 /// Run the analyses named in `only` (all of them when empty; hotplug is the caller's).
@@ -221,7 +250,7 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
         source: trace.source.clone(),
         cpus: trace.cpus,
         events: ev.len(),
-        span_ns: ev.ts.last().copied().unwrap_or(0) - ev.ts.first().copied().unwrap_or(0),
+        span_ns: trace.bounds().1 - trace.bounds().0,
         ..Default::default()
     };
     let needs_periods = want(Analysis::Idle)
@@ -233,10 +262,11 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     // The idle periods, then wakeups beside the idle report, on this thread and one more;
     // sched and freq on another meanwhile, and haltpoll on a third: read once, for its
     // section and for the replay's recorded poll limits.
+    let serial = extras.serial;
     let (periods, idle_rep, wake, (sched, freq, kicks), haltpoll) = std::thread::scope(|sc| {
         let haltpoll = (want(Analysis::Haltpoll) || want(Analysis::Whatif))
-            .then(|| sc.spawn(|| haltpoll::analyze(trace, opts)));
-        let others = sc.spawn(|| {
+            .then(|| Job::start(sc, serial, || haltpoll::analyze(trace, opts)));
+        let others = Job::start(sc, serial, || {
             (
                 want(Analysis::Sched).then(|| sched::analyze(trace, opts)),
                 want(Analysis::Freq).then(|| freq::analyze(trace, opts)),
@@ -244,11 +274,11 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
             )
         });
         let periods = needs_periods.then(|| idle::periods(trace, opts));
-        let haltpoll = haltpoll.map(joined);
+        let haltpoll = haltpoll.map(Job::join);
         let limits = haltpoll.as_ref().and_then(|h| h.as_ref().ok());
         let (idle_rep, wake) = std::thread::scope(|sc| {
             // The idle report serves the idle section and the counters cross-check only.
-            let idle_rep = sc.spawn(|| {
+            let idle_rep = Job::start(sc, serial, || {
                 periods
                     .as_ref()
                     .filter(|_| wants_idle_rep)
@@ -273,9 +303,9 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
                     ),
                 }
             });
-            (joined(idle_rep), wake)
+            (idle_rep.join(), wake)
         });
-        (periods, idle_rep, wake, joined(others), haltpoll)
+        (periods, idle_rep, wake, others.join(), haltpoll)
     });
     let haltpoll = haltpoll.filter(|_| want(Analysis::Haltpoll));
     if want(Analysis::Idle) {

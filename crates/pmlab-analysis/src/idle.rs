@@ -162,8 +162,7 @@ pub fn periods(trace: &Trace, opts: &Options) -> Result<Periods, Missing> {
     let f_cpu = idle_id.and_then(|id| trace.field(id, "cpu_id"));
     let f_prev = sw_id.and_then(|id| trace.field(id, "prev_pid"));
     let f_next = sw_id.and_then(|id| trace.field(id, "next_pid"));
-    let t0 = ev.ts.first().copied().unwrap_or(0);
-    let t1 = ev.ts.last().copied().unwrap_or(0);
+    let (t0, t1) = trace.bounds();
     let ncpu = (trace.cpus as usize).max(ev.cpu_slots());
     // One walk: cpu_idle periods of every CPU, and idle-task periods of the CPUs that log
     // no cpu_idle event (none on most machines).
@@ -293,7 +292,7 @@ fn walk(
     logged: &[[u32; 2]],
 ) -> (Vec<Track>, Vec<Track>) {
     let ev = &trace.events;
-    let t0 = ev.ts.first().copied().unwrap_or(0);
+    let t0 = trace.bounds().0;
     let sized = |n: u32| Track {
         periods: Vec::with_capacity(n as usize / 2 + 1),
         ..Track::default()

@@ -414,8 +414,8 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<KicksReport, Missing> {
 }
 
 fn report(trace: &Trace, opts: &Options, kicks: Vec<Kick>, kinds: &[Option<Ev>]) -> KicksReport {
-    let ev = &trace.events;
-    let span = ev.ts.last().copied().unwrap_or(0) - ev.ts.first().copied().unwrap_or(0);
+    let (t0, t1) = trace.bounds();
+    let span = t1 - t0;
     let secs = (span as f64 / 1e9).max(1e-9);
     let kicks: Vec<Kick> = kicks.into_iter().filter(|k| opts.wants(k.cpu)).collect();
     let mut cpus: BTreeMap<u32, CpuKicks> = BTreeMap::new();

@@ -28,6 +28,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Trace a command (or a duration) into a trace.dat file.
     Record(cmd::record::Args),
+    /// Who wakes the CPUs, live: idle shares, wakeup causes, needless exits, kicks, power.
+    Top(cmd::top::Args),
     /// Print every event of a trace, one per line (as `trace-cmd report -R -t`).
     Dump(cmd::dump::Args),
     /// Facts about a trace file.
@@ -114,6 +116,7 @@ fn main() {
         Command::Knob(a) => cmd::knob::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Export(a) => cmd::export::run(a),

@@ -400,6 +400,7 @@ fn analyze<'py>(
         let extras = all::Extras {
             model: None,
             sidecar: pmlab_analysis::crosscheck::load(&path),
+            serial: false,
         };
         let opts = pmlab_analysis::Options::default();
         let analyzed = all::analyze(&trace, &opts, &only, extras, None);

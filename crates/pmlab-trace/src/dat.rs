@@ -819,6 +819,7 @@ fn build_trace(
             missed_before,
             ts_in_ns,
             uname: h.uname.clone(),
+            window: None,
         },
     })
 }
@@ -908,6 +909,40 @@ fn decode_events(
     };
     let max_cpu = max_cpu(h);
     let cpus = h.cpus.max(max_cpu);
+    let (events, event_buffer, missed_before, lost) = merge_regions(
+        raw,
+        &regions,
+        layout,
+        page_size,
+        h.big,
+        (type_off, pid_off),
+        cpus,
+    )?;
+    Ok(Decoded {
+        events,
+        event_buffer,
+        missed_before,
+        lost,
+        cpus,
+        max_cpu,
+    })
+}
+
+/// What [`merge_regions`] gives: the events, their buffers, missed-event marks, lost per CPU.
+type MergedRegions = (Events, Vec<u8>, Vec<(usize, i64)>, Vec<Option<u64>>);
+
+/// Merges the page regions `(buffer, cpu, start, len)` of `raw` into event columns
+/// owning `raw`, and counts lost events per CPU: the one merge of a file's CPU data and of
+/// [`decode_pages`]' batches.
+fn merge_regions(
+    raw: Raw,
+    regions: &[(u8, u32, usize, usize)],
+    layout: PageLayout,
+    page_size: usize,
+    big: bool,
+    (type_off, pid_off): (usize, usize),
+    cpus: u32,
+) -> R<MergedRegions> {
     if raw.len() as u64 >= crate::model::LOC_MAX_OFF {
         return bad("event data of 1 TiB or more is not supported");
     }
@@ -924,7 +959,7 @@ fn decode_events(
         })
         .collect();
     let bases: Vec<usize> = regions.iter().map(|r| r.2).collect();
-    let merge = if h.big { merge::<true> } else { merge::<false> };
+    let merge = if big { merge::<true> } else { merge::<false> };
     let merged = merge(
         &mut cursors,
         &bases,
@@ -946,14 +981,45 @@ fn decode_events(
     drop(cursors);
     let (mut events, event_buffer, missed_before) = merged;
     events.raw = raw;
-    Ok(Decoded {
-        events,
-        event_buffer,
-        missed_before,
-        lost,
-        cpus,
-        max_cpu,
-    })
+    Ok((events, event_buffer, missed_before, lost))
+}
+
+/// Decodes a batch of ring-buffer pages per CPU (`(cpu, whole pages)`) against `trace`'s
+/// formats with the file reader's cursors and merge: the events of one `pmlab top`
+/// interval, as the same pages read from a trace.dat would give them. Returns the events in
+/// time order and the events lost per CPU (from the pages' missed-events flags).
+pub fn decode_pages(
+    trace: &Trace,
+    layout: PageLayout,
+    cpus: &[(u32, Vec<u8>)],
+) -> Result<(Events, Vec<Option<u64>>), crate::error::Malformed> {
+    let page_size = trace.page_size as usize;
+    let mut arena = Vec::with_capacity(cpus.iter().map(|c| c.1.len()).sum());
+    let mut regions = Vec::new();
+    for (cpu, pages) in cpus.iter().filter(|c| !c.1.is_empty()) {
+        regions.push((0u8, *cpu, arena.len(), pages.len()));
+        arena.extend_from_slice(pages);
+    }
+    let n = cpus
+        .iter()
+        .map(|c| c.0 + 1)
+        .max()
+        .unwrap_or(0)
+        .max(trace.cpus);
+    let big = trace.endian == Endian::Big;
+    match merge_regions(
+        Raw::from(arena),
+        &regions,
+        layout,
+        page_size,
+        big,
+        common_offsets(&trace.formats),
+        n,
+    ) {
+        Ok((events, _, _, lost)) => Ok((events, lost)),
+        Err(DatError::Malformed(m)) => Err(m),
+        Err(DatError::Format(f)) => Err(crate::error::Malformed(f.to_string())),
+    }
 }
 
 fn region_in_file(off: u64, size: u64, file_len: usize, cpu: u32) -> R<(usize, usize)> {

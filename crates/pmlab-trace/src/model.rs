@@ -391,6 +391,9 @@ pub struct TraceMeta {
     /// The recording machine's `uname` as the file's UNAME option has it (trace-cmd writes
     /// "sysname nodename release version machine", pmlab "sysname nodename release machine").
     pub uname: Option<String>,
+    /// The window `[from, to)` (trace ns) a trace was cut to ([`Trace::window`]): the
+    /// analyses then take it as the trace's span. None: first to last event.
+    pub window: Option<(u64, u64)>,
 }
 
 impl TraceMeta {
@@ -430,6 +433,55 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The span the analyses measure over: the window the trace was cut to
+    /// ([`Trace::window`]), else its first to last event (0, 0 without events).
+    pub fn bounds(&self) -> (u64, u64) {
+        match self.meta.window {
+            Some(w) => w,
+            None => (
+                self.events.ts.first().copied().unwrap_or(0),
+                self.events.ts.last().copied().unwrap_or(0),
+            ),
+        }
+    }
+
+    /// The events with timestamps in `[from, to)` as a trace of their own (formats,
+    /// symbols and names shared by copy), its span that window: what `pmlab analyze
+    /// --from --to` analyses, and what `pmlab top` analyses per interval. Lost-event counts
+    /// and missed-event marks stay the whole trace's.
+    pub fn window(&self, from: u64, to: u64) -> Trace {
+        let ev = &self.events;
+        let a = ev.ts.partition_point(|&t| t < from);
+        let b = ev.ts.partition_point(|&t| t < to).max(a);
+        let mut out = Events::default();
+        let mut raw = Vec::new();
+        for i in a..b {
+            let r = ev.record(i);
+            let off = raw.len();
+            raw.extend_from_slice(r);
+            out.push(ev.ts[i], ev.cpu[i], ev.pid[i], ev.id[i], off, r.len());
+        }
+        out.raw = Raw::from(raw);
+        let mut meta = self.meta.clone();
+        meta.window = Some((from, to.max(from)));
+        meta.event_buffer = meta.event_buffer.get(a..b).unwrap_or_default().to_vec();
+        meta.missed_before = Vec::new();
+        Trace {
+            endian: self.endian,
+            long_size: self.long_size,
+            page_size: self.page_size,
+            cpus: self.cpus,
+            formats: self.formats.clone(),
+            events: out,
+            cmdlines: self.cmdlines.clone(),
+            kallsyms: self.kallsyms.clone(),
+            printk_formats: self.printk_formats.clone(),
+            lost: self.lost.clone(),
+            source: self.source.clone(),
+            meta,
+        }
+    }
+
     /// The id of `system:name` (or bare `name`), if the trace has that event.
     pub fn event_id(&self, system: &str, name: &str) -> Option<u16> {
         self.formats

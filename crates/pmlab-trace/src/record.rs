@@ -91,6 +91,9 @@ pub struct RecordOptions {
     pub tracer: Option<String>,
     /// Turn on the instance's `stacktrace` option: a `kernel_stack` event after every event.
     pub stacktrace: bool,
+    /// The instance's `trace_clock` (`mono`: timestamps comparable with
+    /// `CLOCK_MONOTONIC`, as `pmlab top` needs for its interval edges); None keeps `local`.
+    pub clock: Option<String>,
 }
 
 impl Default for RecordOptions {
@@ -105,6 +108,7 @@ impl Default for RecordOptions {
             splice: true,
             tracer: None,
             stacktrace: false,
+            clock: None,
         }
     }
 }
@@ -173,6 +177,17 @@ pub enum RecordError {
     /// Writing the trace.dat file failed.
     #[error(transparent)]
     Write(#[from] writer::WriteError),
+    /// The trace clock asked for is not in the instance's `trace_clock` list.
+    #[error("trace clock {name:?} is not available on this kernel (available: {available})")]
+    UnknownClock {
+        /// The clock asked for (`mono`, `local`, ...).
+        name: String,
+        /// The kernel's list, as `trace_clock` shows it.
+        available: String,
+    },
+    /// The header page format read back from tracefs could not be parsed.
+    #[error("reading back the machine's trace header")]
+    Header(#[source] crate::error::Malformed),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
@@ -318,6 +333,11 @@ struct CpuReader {
     cpu: u32,
     tmp: PathBuf,
     handle: Option<JoinHandle<Result<ReaderResult, RecordError>>>,
+    /// The mover, owned by the reader thread (its trace_pipe_raw closes with the thread,
+    /// before the instance is removed): [`Recorder::take_pages`] flushes through it.
+    mover: std::sync::Weak<Mutex<PageMover>>,
+    /// Bytes of `tmp` already handed out by [`Recorder::take_pages`].
+    taken: u64,
 }
 
 /// A recording in progress. `stop()` finishes it; dropping it aborts and cleans up.
@@ -395,6 +415,19 @@ impl Recorder {
                 return Err(RecordError::UnknownTracer {
                     name: name.clone(),
                     available: available.trim().to_string(),
+                });
+            }
+        }
+        if let Some(name) = &opts.clock {
+            let available =
+                tracefs::read_file(&tracefs_dir.join("trace_clock")).unwrap_or_default();
+            let names = available
+                .split_whitespace()
+                .map(|w| w.trim_matches(['[', ']']));
+            if !names.clone().any(|c| c == name) {
+                return Err(RecordError::UnknownClock {
+                    name: name.clone(),
+                    available: names.collect::<Vec<_>>().join(" "),
                 });
             }
         }
@@ -479,6 +512,9 @@ impl Recorder {
         if let Some(t) = &self.opts.tracer {
             inst.write("current_tracer", t)?;
         }
+        if let Some(c) = &self.opts.clock {
+            inst.write("trace_clock", c)?;
+        }
         for ((sys, ev), filter) in filters {
             if let Err(e) = inst.set_filter(sys, ev.as_deref(), filter) {
                 let name = match ev {
@@ -547,15 +583,39 @@ impl Recorder {
                 }
             };
             let tmp = temp_path(&self.opts.output, cpu);
-            let out = File::create(&tmp).map_err(io_err(&tmp))?;
+            // Read too: take_pages hands out what the mover wrote.
+            let out = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(io_err(&tmp))?;
+            let watch = trace.try_clone().map_err(io_err(&raw))?;
+            let page = self.page_size as usize;
+            let pipe = if self.opts.splice {
+                let (r, w) = make_pipe(1 << 20).map_err(io_err(&raw))?;
+                let cap = pipe_capacity(&w);
+                Some((r, w, cap))
+            } else {
+                None
+            };
+            let mover = Arc::new(Mutex::new(PageMover {
+                trace,
+                out,
+                page,
+                pipe,
+                buf: vec![0u8; page],
+            }));
             let ctl = self.control.clone();
             let pin = reader_cpus.clone();
-            let (page, splice) = (self.page_size as usize, self.opts.splice);
+            let shared = mover;
+            let mover = Arc::downgrade(&shared);
             *ctl.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             let handle = std::thread::Builder::new()
                 .name(format!("pmlab-rec-cpu{cpu}"))
                 .spawn(move || {
-                    let r = read_cpu(trace, out, page, splice, pin.as_deref(), &ctl)
+                    let r = read_cpu(&watch, &shared, pin.as_deref(), &ctl)
                         .map_err(|source| RecordError::Reader { cpu, source });
                     ctl.reader_exited();
                     r
@@ -565,9 +625,69 @@ impl Recorder {
                 cpu,
                 tmp,
                 handle: Some(handle),
+                mover,
+                taken: 0,
             });
         }
         Ok(())
+    }
+
+    /// The pages recorded since the last call, per CPU (whole pages, the partial page the
+    /// kernel was writing included): the streaming mode `pmlab top` reads its intervals
+    /// from. This thread flushes each CPU through the reader's own mover (the readers are not
+    /// woken), so every event committed before the call is in the pages. Without `keep`
+    /// the handed-out bytes are freed from the temp files (a hole is punched), and
+    /// [`Recorder::stop`] then writes a trace.dat without them.
+    pub fn take_pages(&mut self, keep: bool) -> Result<Vec<(u32, Vec<u8>)>, RecordError> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::with_capacity(self.readers.len());
+        for r in &mut self.readers {
+            let Some(mover) = r.mover.upgrade() else {
+                // The reader ended (an error that stop() reports): nothing more comes.
+                out.push((r.cpu, Vec::new()));
+                continue;
+            };
+            let mut m = mover.lock().unwrap_or_else(|e| e.into_inner());
+            m.flush()
+                .map_err(|source| RecordError::Reader { cpu: r.cpu, source })?;
+            let len = m.out.metadata().map_err(io_err(&r.tmp))?.len();
+            let mut pages = vec![0u8; (len - r.taken.min(len)) as usize];
+            m.out
+                .read_exact_at(&mut pages, r.taken)
+                .map_err(io_err(&r.tmp))?;
+            if !keep && len > 0 {
+                use rustix::fs::{fallocate, FallocateFlags};
+                // Best effort: a file system without holes keeps the bytes.
+                let _ = fallocate(
+                    &m.out,
+                    FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                    0,
+                    len,
+                );
+            }
+            r.taken = len;
+            out.push((r.cpu, pages));
+        }
+        Ok(out)
+    }
+
+    /// A trace without events that has this recording's formats, symbols, names, clock
+    /// and page layout: what [`crate::dat::decode_pages`] decodes [`Recorder::take_pages`]'
+    /// batches against. Built by reading back the header [`Recorder::stop`] would write.
+    pub fn skeleton(&self) -> Result<(crate::model::Trace, PageLayout), RecordError> {
+        let mut header = self.machine_header()?;
+        header.trace_clock = self.instance().read("trace_clock").ok();
+        header.cmdlines = merged_cmdlines(&self.tracefs_dir, &BTreeMap::new());
+        let cpus = self.readers.iter().map(|r| r.cpu + 1).max().unwrap_or(0);
+        let bytes = writer::encode_without_events(&header, cpus)?;
+        let trace =
+            crate::dat::parse(&bytes, &crate::dat::LoadOptions::default()).map_err(|e| {
+                RecordError::Header(match e {
+                    crate::dat::DatError::Malformed(m) => m,
+                    crate::dat::DatError::Format(f) => crate::error::Malformed(f.to_string()),
+                })
+            })?;
+        Ok((trace, page_layout(&header)))
     }
 
     /// Notes so far (skipped events, stale instances removed).
@@ -840,6 +960,13 @@ struct PageMover {
 }
 
 impl PageMover {
+    /// Move everything the buffer holds, the page the kernel is still writing included.
+    fn flush(&mut self) -> io::Result<()> {
+        while self.step(false)? {}
+        while self.step(true)? {}
+        Ok(())
+    }
+
     /// Move what is available: full pages by splice (or read); `partial` also takes the
     /// page the kernel is still writing (read only).
     fn step(&mut self, partial: bool) -> io::Result<bool> {
@@ -919,12 +1046,11 @@ impl PageMover {
 
 /// One CPU's reader: sleep in poll until the buffer reaches `buffer_percent` (or stop
 /// is signalled), move full pages, and on stop flush everything including the last
-/// partial page.
+/// partial page. `watch` is the mover's trace_pipe_raw (a second descriptor of it) for
+/// polling outside the mover's lock, which [`Recorder::take_pages`] takes to flush.
 fn read_cpu(
-    trace: File,
-    out: File,
-    page: usize,
-    splice: bool,
+    watch: &File,
+    mover: &Mutex<PageMover>,
     pin: Option<&[u32]>,
     ctl: &ReaderControl,
 ) -> io::Result<ReaderResult> {
@@ -932,25 +1058,12 @@ fn read_cpu(
     if let Some(cpus) = pin {
         pin_current_thread(cpus);
     }
-    let pipe = if splice {
-        let (r, w) = make_pipe(1 << 20)?;
-        let cap = pipe_capacity(&w);
-        Some((r, w, cap))
-    } else {
-        None
-    };
-    let mut mover = PageMover {
-        trace,
-        out,
-        page,
-        pipe,
-        buf: vec![0u8; page],
-    };
+    let lock = || mover.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         use rustix::event::{poll, PollFd, PollFlags};
         let (trace_flags, stopped) = {
             let mut fds = [
-                PollFd::new(&mover.trace, PollFlags::IN),
+                PollFd::new(watch, PollFlags::IN),
                 PollFd::new(&ctl.stop_fd, PollFlags::IN),
             ];
             match poll(&mut fds, None) {
@@ -966,24 +1079,25 @@ fn read_cpu(
         if trace_flags.intersects(PollFlags::ERR | PollFlags::NVAL) {
             return Err(io::Error::other("poll error on trace_pipe_raw"));
         }
+        let mut m = lock();
         let mut moved = false;
-        while mover.step(false)? {
+        while m.step(false)? {
             moved = true;
         }
         if !moved {
             // Readable without a full page (the watermark and the pages disagree, as on a
             // tiny buffer): take the partial page too, so the next poll waits rather than
             // returns at once. A wake on data, never a sleep on a clock.
-            mover.step(true)?;
+            m.step(true)?;
         }
     }
+    let mut m = lock();
     if !ctl.abort.load(Ordering::SeqCst) {
-        while mover.step(false)? {}
-        while mover.step(true)? {}
+        m.flush()?;
     }
-    mover.out.sync_data().ok();
+    m.out.sync_data().ok();
     Ok(ReaderResult {
-        splice_used: mover.pipe.is_some(),
+        splice_used: m.pipe.is_some(),
     })
 }
 

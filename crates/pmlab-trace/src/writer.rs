@@ -289,6 +289,40 @@ fn cpu_len(c: &CpuData, page_size: u32) -> Result<u64, WriteError> {
     Ok(len)
 }
 
+/// The flyrecord table (with the clock trailer) for CPU data of `lens` bytes after a head
+/// of `head_len` bytes, and where each CPU's data starts (page-aligned).
+fn flyrecord(header: &TraceDatHeader, head_len: u64, lens: &[u64]) -> (Enc, Vec<u64>) {
+    let page = u64::from(header.page_size);
+    let mut table = Enc {
+        big: header.big_endian,
+        buf: Vec::new(),
+    };
+    table.bytes(b"flyrecord\0");
+    let table_len = 10 + 16 * lens.len() as u64;
+    let trailer = header.clock_trailer().unwrap_or_default();
+    let mut pos = head_len + table_len + trailer.len() as u64;
+    let mut offsets = Vec::with_capacity(lens.len());
+    for len in lens {
+        pos = pos.div_ceil(page) * page;
+        offsets.push(pos);
+        table.u64(pos);
+        table.u64(*len);
+        pos += len;
+    }
+    table.bytes(&trailer);
+    (table, offsets)
+}
+
+/// A trace.dat v6 file of `cpus` CPUs without events, in memory: the formats, symbols and
+/// names that `pmlab top` decodes each interval's pages against (read back with
+/// [`crate::dat::parse`], the one reader).
+pub fn encode_without_events(header: &TraceDatHeader, cpus: u32) -> Result<Vec<u8>, WriteError> {
+    let mut out = header.encode(cpus)?;
+    let (table, _) = flyrecord(header, out.len() as u64, &vec![0; cpus as usize]);
+    out.extend_from_slice(&table.buf);
+    Ok(out)
+}
+
 /// Write a complete trace.dat v6 file to `out`; returns its size in bytes.
 /// The file is written to a temporary name beside `out` and renamed into place.
 pub fn write_trace_dat_v6(
@@ -297,30 +331,12 @@ pub fn write_trace_dat_v6(
     cpus: &[CpuData],
 ) -> Result<u64, WriteError> {
     let head = header.encode(cpus.len() as u32)?;
-    let page = header.page_size as u64;
     let lens = cpus
         .iter()
         .map(|c| cpu_len(c, header.page_size))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let mut table = Enc {
-        big: header.big_endian,
-        buf: Vec::new(),
-    };
-    table.bytes(b"flyrecord\0");
-    let table_len = 10 + 16 * cpus.len() as u64;
-    let trailer = header.clock_trailer().unwrap_or_default();
-    let mut pos = head.len() as u64 + table_len + trailer.len() as u64;
-    let mut offsets = Vec::with_capacity(cpus.len());
-    for len in &lens {
-        pos = pos.div_ceil(page) * page;
-        offsets.push(pos);
-        table.u64(pos);
-        table.u64(*len);
-        pos += len;
-    }
-    table.bytes(&trailer);
-
+    let (table, offsets) = flyrecord(header, head.len() as u64, &lens);
     let tmp = temp_beside(out);
     let result = (|| {
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;

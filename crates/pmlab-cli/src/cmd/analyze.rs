@@ -20,6 +20,7 @@ const EXAMPLES: &str = "Examples:
   pmlab analyze trace.dat --idle-states 0=POLL:0,1=C1:2,2=C1E:20 --only idle
   pmlab analyze hp.dat --only hotplug --hotplug-states /sys/devices/system/cpu/hotplug/states
   pmlab analyze trace.dat --export out/      # one CSV and Parquet file per table
+  pmlab analyze t.dat --from 5120.25 --to 5122.25   # a window, in trace seconds
 
 Analyses: idle (residency per CPU and state, governor misses, all-CPUs-idle overlap;
 idle-task fallback where cpu_idle is missing), wakeups (idle exits/s by cause: timer
@@ -69,6 +70,36 @@ pub struct Args {
     /// Print every row of long tables (default: the first 40).
     #[arg(long)]
     all_rows: bool,
+    /// Only events at or after this trace time (seconds, as `pmlab dump` prints them, to
+    /// the ns); the analyses take [--from, --to) as the trace's span (`pmlab top`'s intervals).
+    #[arg(long, value_name = "SECONDS")]
+    from: Option<String>,
+    /// Only events before this trace time (seconds, to the ns).
+    #[arg(long, value_name = "SECONDS")]
+    to: Option<String>,
+}
+
+/// Trace seconds (`5120.123456789`) as ns, exactly (no float rounding).
+fn parse_trace_seconds(flag: &str, s: &str) -> anyhow::Result<u64> {
+    let bad =
+        || anyhow::anyhow!("{flag} {s:?} is not trace seconds (e.g. 5120.25, at most 9 decimals)");
+    let (int, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
+    if int.is_empty() && frac.is_empty() || frac.len() > 9 {
+        return Err(bad());
+    }
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) {
+        return Err(bad());
+    }
+    let i: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| bad())?
+    };
+    let f: u64 = format!("{frac:0<9}").parse().map_err(|_| bad())?;
+    i.checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(f))
+        .ok_or_else(bad)
 }
 
 fn parse_states(s: &str) -> anyhow::Result<BTreeMap<u32, StateInfo>> {
@@ -125,6 +156,7 @@ fn analyze_file(
     model: Option<&Model>,
     hotplug_states: Option<&[(u32, String)]>,
     last: bool,
+    window: Option<(u64, u64)>,
 ) -> anyhow::Result<Analyzed> {
     // Only wakeups and hotplug name kernel symbols; the others skip parsing kallsyms.
     let load = pmlab_trace::dat::LoadOptions {
@@ -133,9 +165,20 @@ fn analyze_file(
     };
     let trace = pmlab_trace::open_with(path, &load)
         .with_context(|| format!("cannot read trace {}", path.display()))?;
+    let trace = match window {
+        // An open end (`--from` alone) ends after the last event.
+        Some((from, u64::MAX)) => {
+            let last = trace.events.ts.last().map_or(from, |&t| t + 1);
+            trace.window(from, last.max(from + 1))
+        }
+        Some((from, to)) => trace.window(from, to),
+        None => trace,
+    };
     let extras = Extras {
         model,
-        sidecar: crosscheck::load(path),
+        // The counters cover the whole recording, not a window of it.
+        sidecar: window.is_none().then(|| crosscheck::load(path)).flatten(),
+        serial: false,
     };
     let analyzed = all::analyze(&trace, opts, only, extras, hotplug_states);
     if last {
@@ -185,10 +228,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(read_hotplug_states)
         .transpose()?;
     let hp = hp_states.as_deref();
+    let window = match (&args.from, &args.to) {
+        (None, None) => None,
+        (from, to) => {
+            let from = from
+                .as_deref()
+                .map(|s| parse_trace_seconds("--from", s))
+                .transpose()?;
+            let to = to
+                .as_deref()
+                .map(|s| parse_trace_seconds("--to", s))
+                .transpose()?;
+            let (from, to) = (from.unwrap_or(0), to.unwrap_or(u64::MAX));
+            if to <= from {
+                bail!("--to must be after --from");
+            }
+            Some((from, to))
+        }
+    };
     let last = args.baseline.is_none();
-    let analyzed = analyze_file(&args.file, &opts, &only, model.as_ref(), hp, last)?;
+    let analyzed = analyze_file(&args.file, &opts, &only, model.as_ref(), hp, last, window)?;
     let base = match &args.baseline {
-        Some(b) => Some(analyze_file(b, &opts, &only, model.as_ref(), hp, true)?),
+        Some(b) => Some(analyze_file(
+            b,
+            &opts,
+            &only,
+            model.as_ref(),
+            hp,
+            true,
+            window,
+        )?),
         None => None,
     };
     let sections = analyzed.sections();

@@ -17,5 +17,6 @@ pub mod run;
 pub mod run_spec;
 pub mod study;
 pub mod sweep;
+pub mod top;
 pub mod trace;
 pub mod whatif;

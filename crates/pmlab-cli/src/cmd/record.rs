@@ -178,6 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             splice: !args.no_splice,
             tracer: args.tracer.clone(),
             stacktrace: args.stacktrace,
+            clock: None,
         },
         command: args.command.clone(),
         duration,

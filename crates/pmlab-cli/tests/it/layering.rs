@@ -43,10 +43,14 @@ fn allowed(readme: &str) -> Result<(bool, BTreeSet<String>), String> {
     if !readme.lines().any(|l| l.starts_with("- Job: ")) {
         return Err("no `- Job: ` line".into());
     }
-    let line = readme
-        .lines()
-        .find_map(|l| l.strip_prefix("- May depend on: "))
-        .ok_or("no `- May depend on: ` line")?;
+    // The list item, with its indented continuation lines.
+    let mut lines = readme.lines().skip_while(|l| !l.starts_with("- May depend on: "));
+    let first = lines.next().ok_or("no `- May depend on: ` line")?;
+    let mut line = first["- May depend on: ".len()..].to_string();
+    for l in lines.take_while(|l| l.starts_with("  ")) {
+        line.push(' ');
+        line.push_str(l.trim());
+    }
     let names: BTreeSet<String> = line
         .split('`')
         .skip(1)
@@ -161,6 +165,8 @@ fn an_edge_the_readme_does_not_name_is_refused() {
     );
     assert!(allowed("# x\n\n- May depend on: `a`\n").is_err());
     assert!(allowed("- Job: y\nno such line\n").is_err());
+    let (_, wrapped) = allowed("- Job: y\n- May depend on: `a`,\n  `b`.\n\n  `c`\n").unwrap();
+    assert_eq!(wrapped.into_iter().collect::<Vec<_>>(), ["a", "b"]);
     let (any, but) =
         allowed("- Job: y\n- May depend on: any pmlab crate but `pmlab-py`.\n").unwrap();
     assert!(any && but.contains("pmlab-py"));

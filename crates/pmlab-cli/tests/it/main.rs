@@ -32,6 +32,7 @@ mod record;
 mod remote;
 mod run;
 mod study;
+mod top;
 mod trace;
 mod whatif;
 
