@@ -28,7 +28,7 @@ pub const SSH_CONFIG_ENV: &str = "PMLAB_SSH_CONFIG";
 /// on the target.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    /// The `--host` value is not HOST, USER@HOST, HOST:PORT or [V6ADDR]:PORT.
+    /// The `--host` value is not `HOST`, `USER@HOST`, `HOST:PORT` or `[V6ADDR]:PORT`.
     #[error("--host {0:?}: not a host name (expected HOST, [USER@]HOST or HOST:PORT)")]
     BadHost(String),
     /// The `--key` file cannot be read.

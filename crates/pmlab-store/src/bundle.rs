@@ -77,7 +77,7 @@ struct Manifest<'a> {
     files: Vec<String>,
 }
 
-/// What [`export`] did with one experiment.
+/// What [`export()`] did with one experiment.
 #[derive(Debug, Clone)]
 pub struct Exported {
     /// The experiment's id in the source store.
