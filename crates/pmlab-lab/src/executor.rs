@@ -27,7 +27,9 @@ pub enum ExecError {
     /// A configuration's knobs refused before anything was written.
     #[error("configuration `{label}`")]
     Configuration {
+        /// The configuration's label.
         label: String,
+        /// Why its knobs were refused.
         #[source]
         source: KnobError,
     },
@@ -42,12 +44,16 @@ pub enum ExecError {
 /// Which hook a command is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookKind {
+    /// Once, before the warm-up runs.
     Setup,
+    /// Before every run, after the configuration is applied.
     Prepare,
+    /// Once, after the last run and before the knobs are restored.
     Cleanup,
 }
 
 impl HookKind {
+    /// The hook's name in messages (`setup`, `prepare`, `cleanup`).
     pub fn as_str(self) -> &'static str {
         match self {
             HookKind::Setup => "setup",
@@ -60,12 +66,17 @@ impl HookKind {
 /// Where a run sits in the experiment.
 #[derive(Debug, Clone)]
 pub struct RunContext {
+    /// The experiment's id in the store (0 for `pmlab run`).
     pub experiment_id: i64,
+    /// Index of the run's configuration in the experiment.
     pub configuration: usize,
+    /// Index of the run's workload in the experiment.
     pub workload: usize,
+    /// The round the run belongs to.
     pub round: usize,
     /// Where the run is in its round (as stored).
     pub position: usize,
+    /// A discarded warm-up run.
     pub warmup: bool,
     /// Runs started so far in this experiment (warm-ups included), before this one.
     pub sequence: usize,
@@ -93,6 +104,7 @@ pub struct RunOutput {
     pub metrics: Vec<Metric>,
     /// Side metrics: counter deltas, trace analyses.
     pub side_metrics: Vec<Metric>,
+    /// The run's trace file; None: not traced.
     pub trace_path: Option<PathBuf>,
 }
 
@@ -123,10 +135,13 @@ pub trait Executor {
 /// Why one run failed. The store keeps its cause chain (`pmlab_kernel::error_chain`) as the run's error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The workload failed.
     #[error(transparent)]
     Workload(#[from] pmlab_workload::WorkloadError),
+    /// The machine refused or failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// A hook command failed.
     #[error(transparent)]
     Hook(#[from] HookError),
     /// A failure the fake or simulated executor was told to produce.
@@ -140,23 +155,31 @@ pub enum RunError {
 /// Why a hook command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
+    /// The hook command could not be started.
     #[error("{} hook `{command}` could not start", kind.as_str())]
     Spawn {
+        /// Which hook.
         kind: HookKind,
+        /// The command, as given.
         command: String,
+        /// Why it could not start.
         #[source]
         source: std::io::Error,
     },
+    /// The hook command exited unsuccessfully.
     #[error("{} hook `{command}` failed: {status}", kind.as_str())]
     Failed {
+        /// Which hook.
         kind: HookKind,
+        /// The command, as given.
         command: String,
+        /// Its exit status.
         status: std::process::ExitStatus,
     },
 }
 
 /// Run a hook through `sh -c`.
-pub fn run_shell(kind: HookKind, command: &str) -> Result<(), HookError> {
+pub(crate) fn run_shell(kind: HookKind, command: &str) -> Result<(), HookError> {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -183,6 +206,7 @@ pub fn run_shell(kind: HookKind, command: &str) -> Result<(), HookError> {
 /// Noise distribution of the fake executor.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FakeDistribution {
+    /// Normal with `sd` as its standard deviation.
     Normal,
     /// Log-normal with the given sd of log values (skewed to the right).
     LogNormal,
@@ -201,21 +225,32 @@ pub enum FakeDistribution {
 /// refused as unknown, like the real one.
 #[derive(Debug, Clone)]
 pub struct FakeSpec {
+    /// Mean of the metric (`mean`), in `unit`.
     pub mean: f64,
+    /// Standard deviation (`sd`), in `unit`.
     pub sd: f64,
+    /// Added to the mean per run started (`drift`), in `unit`.
     pub drift: f64,
+    /// Noise distribution (`dist`).
     pub distribution: FakeDistribution,
+    /// Seed of the noise (`seed`); None: the experiment's seed.
     pub seed: Option<u64>,
+    /// The run sequence number that fails (`fail_at`); None: none fails.
     pub fail_at: Option<usize>,
+    /// Sleep per run (`sleep_ms`).
     pub sleep: Duration,
+    /// A file that gets one line per event (`log`); None: no log.
     pub log: Option<PathBuf>,
+    /// Which way is better (`direction`).
     pub direction: Direction,
+    /// The metric's unit (`unit`).
     pub unit: String,
     /// Report the mode of each run as a `pipe`-style regime.
     pub regimes: bool,
 }
 
 impl FakeSpec {
+    /// Parse `key=value,key=value` (keys above); an unknown key or bad value is refused.
     pub fn parse(s: &str) -> Result<FakeSpec, ExecError> {
         let mut spec = FakeSpec {
             mean: 100.0,

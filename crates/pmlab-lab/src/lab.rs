@@ -30,34 +30,49 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// Why the lab refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// The signal watcher could not be installed.
     #[error("installing the signal watcher")]
     Signals(#[source] std::io::Error),
+    /// The knob transaction could not start (it needs root).
     #[error("starting a knob transaction (needs root)")]
     Transaction(#[source] KnobError),
+    /// The knobs could not be restored.
     #[error("restoring the knobs")]
     Restore(#[source] KnobError),
+    /// A knob was refused or could not be written.
     #[error(transparent)]
     Knob(#[from] KnobError),
+    /// The executor refused or failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// The workload failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    /// `--trace` could not record.
     #[error(transparent)]
     Trace(#[from] crate::tracing::TraceSourceError),
+    /// The recording could not start.
     #[error("starting the recording")]
     RecordStart(#[source] pmlab_trace::record::RecordError),
+    /// The recording could not be finished.
     #[error("finishing the recording")]
     RecordStop(#[source] pmlab_trace::record::RecordError),
+    /// The command is not an executable file; the command.
     #[error("command {0:?} is not an executable file")]
     NotExecutable(String),
+    /// The command is not found in PATH; the command.
     #[error("command {0:?} not found in PATH")]
     NotInPath(String),
+    /// The command could not be started: the command, and why.
     #[error("starting {0:?}")]
     Spawn(String, #[source] std::io::Error),
+    /// Waiting for the command failed.
     #[error("waiting for the command")]
     Wait(#[source] std::io::Error),
+    /// The energy meter could not be started.
     #[error("starting the energy meter")]
     Meter(#[from] crate::meter::MeterError),
+    /// A signal stopped the run; the workload's workers were killed.
     #[error("interrupted: the workload's workers were killed")]
     Interrupted,
     #[error("--reference {label}: no configuration has that label (labels: {})", labels.join(", "))]
@@ -141,7 +156,9 @@ pub struct Sources {
 
 /// One `pmlab run`: the workload's result and the side metrics around its measured part.
 pub struct OneRun {
+    /// The workload's result.
     pub result: WorkloadResult,
+    /// Side metrics around the measured part (counters, traces, energy).
     pub side_metrics: Vec<Metric>,
     /// What the knob transaction repaired of dead sessions, and knobs that do nothing here.
     pub notes: Vec<String>,
@@ -212,6 +229,7 @@ impl Lab {
         rx
     }
 
+    /// The root the lab reads and writes under (`/`, or a fake tree).
     pub fn root(&self) -> &Root {
         &self.root
     }
@@ -238,7 +256,10 @@ impl Lab {
     /// Side sources: the tracer first (started first, stopped last: its cost stays outside
     /// the counter deltas), then the meter (started here; a stream's wait for the sample
     /// that closes a run's window stays outside the counter deltas), then the counters.
-    pub fn side_sources(&self, sources: &Sources) -> Result<Vec<Box<dyn SideSource>>, LabError> {
+    pub(crate) fn side_sources(
+        &self,
+        sources: &Sources,
+    ) -> Result<Vec<Box<dyn SideSource>>, LabError> {
         let mut v: Vec<Box<dyn SideSource>> = Vec::new();
         if let Some((db, events)) = &sources.trace {
             v.push(Box::new(TraceSource::new(

@@ -1,6 +1,8 @@
 //! pmlab-lab: the lab object (one interrupt policy, knob transactions, side sources: counters,
 //! tracer, energy meters), the interleaved adaptive protocol and its executors.
 
+#![warn(missing_docs)]
+
 pub mod executor;
 pub mod lab;
 pub mod machine;

@@ -57,6 +57,7 @@ pub struct TransactionKnobs {
 }
 
 impl TransactionKnobs {
+    /// Knobs under `root`; no transaction until the first configuration.
     pub fn new(root: pmlab_kernel::Root) -> Self {
         TransactionKnobs { root, txn: None }
     }
@@ -100,7 +101,9 @@ impl Knobs for TransactionKnobs {
 pub trait SideSource {
     /// Which run comes next (before `before`); `label` is the configuration's.
     fn begin_run(&mut self, _context: &RunContext, _label: &str) {}
+    /// Start measuring, right before the measured part.
     fn before(&mut self) -> Result<(), ProbeError>;
+    /// Stop measuring, right after the measured part; the metrics of the run.
     fn after(&mut self) -> Result<Vec<Metric>, ProbeError>;
     /// A trace file written by this source for the last run, if any.
     fn trace_path(&mut self) -> Option<PathBuf> {
@@ -116,6 +119,7 @@ pub struct CounterSource {
 }
 
 impl CounterSource {
+    /// Counters read under `root` (`/`, or a fake tree).
     pub fn new(root: PathBuf) -> Self {
         CounterSource { root, before: None }
     }

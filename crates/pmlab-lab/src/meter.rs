@@ -28,9 +28,17 @@ const PIPE_SIZE: i32 = 1 << 20;
 #[derive(Debug, Clone, PartialEq)]
 pub enum MeterSpec {
     /// A command printing cumulative joules; `wrap`: the value at which it wraps to 0, J.
-    Counter { command: String, wrap: Option<f64> },
+    Counter {
+        /// The shell command.
+        command: String,
+        /// Where the counter wraps to 0, J; None: it does not wrap.
+        wrap: Option<f64>,
+    },
     /// A command printing `TIMESTAMP WATTS` lines until SIGINT.
-    Stream { command: String },
+    Stream {
+        /// The shell command.
+        command: String,
+    },
 }
 
 impl MeterSpec {
@@ -74,53 +82,99 @@ pub fn parse_wrap(s: &str) -> Result<f64, MeterError> {
 /// Why the meter could not be used, or a run's energy could not be measured.
 #[derive(Debug, thiserror::Error)]
 pub enum MeterError {
+    /// The meter settings are invalid, in words.
     #[error("meter: {0}")]
     Spec(String),
+    /// The meter command could not be started.
     #[error("meter command `{command}` could not start")]
     Start {
+        /// The command, as given.
         command: String,
+        /// Why it could not start.
         #[source]
         source: std::io::Error,
     },
+    /// The counter command exited unsuccessfully.
     #[error("meter command `{command}` failed: {status}")]
-    Failed { command: String, status: String },
+    Failed {
+        /// The command, as given.
+        command: String,
+        /// Its exit status, in words.
+        status: String,
+    },
+    /// The meter printed something that is not a number (or `TIMESTAMP WATTS`).
     #[error("meter command `{command}` printed {text:?}: expected {expected}")]
     Garbage {
+        /// The command, as given.
         command: String,
+        /// What it printed.
         text: String,
+        /// What was expected.
         expected: &'static str,
     },
+    /// The counter read less after the run than before (give a wrap value if it wraps).
     #[error(
         "meter counter went backwards ({before} J before the run, {after} J after): give \
          --meter-wrap J if it wraps"
     )]
-    Backwards { before: f64, after: f64 },
+    Backwards {
+        /// The reading before the run, J.
+        before: f64,
+        /// The reading after the run, J.
+        after: f64,
+    },
+    /// The counter read more than its wrap value.
     #[error("meter counter read {value} J, beyond its wrap value {wrap} J")]
-    BeyondWrap { value: f64, wrap: f64 },
+    BeyondWrap {
+        /// The reading, J.
+        value: f64,
+        /// The wrap value, J.
+        wrap: f64,
+    },
+    /// The stream command exited while it should have been running.
     #[error("meter stream `{command}` exited ({status}) {when}")]
     Exited {
+        /// The command, as given.
         command: String,
+        /// Its exit status, in words.
         status: String,
+        /// When (e.g. `before the run`).
         when: &'static str,
     },
+    /// The stream printed no sample in time.
     #[error("meter stream `{command}`: no sample within {waited:?} {when}")]
     Silent {
+        /// The command, as given.
         command: String,
+        /// How long pmlab waited.
         waited: Duration,
+        /// When (e.g. `after the run`).
         when: &'static str,
     },
+    /// The stream's timestamps went backwards.
     #[error("meter stream: timestamps go backwards ({previous} then {next})")]
-    Unordered { previous: f64, next: f64 },
+    Unordered {
+        /// The earlier sample's time, Unix s.
+        previous: f64,
+        /// The next sample's time, Unix s.
+        next: f64,
+    },
     #[error(
         "meter stream: samples ({first}..{last}, Unix s) do not cover the run's window \
          ({start}..{end}); is TIMESTAMP Unix seconds (date +%s.%N)?"
     )]
+    /// The stream's samples do not cover the run's window.
     Uncovered {
+        /// First sample's time, Unix s.
         first: f64,
+        /// Last sample's time, Unix s.
         last: f64,
+        /// The run's start, Unix s.
         start: f64,
+        /// The run's end, Unix s.
         end: f64,
     },
+    /// Reading the stream failed.
     #[error("reading the meter stream")]
     Read(#[source] std::io::Error),
 }
@@ -128,13 +182,16 @@ pub enum MeterError {
 /// One stream sample: Unix seconds, watts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
+    /// Time, Unix s.
     pub t: f64,
+    /// Power, W.
     pub watts: f64,
 }
 
 /// A window's integral.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Integral {
+    /// Energy over the window, J.
     pub joules: f64,
     /// Samples inside the window.
     pub samples: usize,
@@ -147,7 +204,7 @@ pub struct Integral {
 /// Energy over `[start, end]` from samples ordered by time: the trapezoid rule over the
 /// samples inside, the ends interpolated linearly from the samples around them. The
 /// samples must cover the window (one at or before `start`, one at or after `end`).
-pub fn integrate(samples: &[Sample], start: f64, end: f64) -> Result<Integral, MeterError> {
+pub(crate) fn integrate(samples: &[Sample], start: f64, end: f64) -> Result<Integral, MeterError> {
     let uncovered = || MeterError::Uncovered {
         first: samples.first().map_or(f64::NAN, |s| s.t),
         last: samples.last().map_or(f64::NAN, |s| s.t),
@@ -235,7 +292,7 @@ fn now_unix() -> f64 {
 static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// Kill every running stream meter (the signal path calls this before exiting).
-pub fn kill_live() {
+pub(crate) fn kill_live() {
     for pgid in LIVE.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
         signal_group(pgid, rustix::process::Signal::KILL);
     }

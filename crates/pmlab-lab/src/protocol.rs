@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Confidence level of the early "decided" stop (see module docs).
-pub const DECIDED_CONFIDENCE: f64 = 0.999;
+pub(crate) const DECIDED_CONFIDENCE: f64 = 0.999;
 /// A unit that failed this many times without a single success no longer holds up the stop.
 const FAILING_AFTER: usize = 3;
 
@@ -50,18 +50,22 @@ pub enum StopReason {
     TargetReached,
     /// Every comparison with the reference decided (99.9% CI excludes 0).
     Decided,
+    /// The run budget (`max_runs`) was used up.
     MaxRuns,
+    /// The time budget (`max_time`) was used up.
     MaxTime,
     /// Sequential order runs a fixed number of rounds.
     FixedRounds,
     /// Every unit failed repeatedly.
     AllFailing,
+    /// A signal stopped the experiment.
     Interrupted,
     /// An error outside a single run (store, configuration hook).
     Error(String),
 }
 
 impl StopReason {
+    /// Why the experiment stopped, in words, with the budget's numbers.
     pub fn describe(&self, budget: &Budget) -> String {
         match self {
             StopReason::TargetReached => {
@@ -103,12 +107,15 @@ pub enum ProtocolError {
     /// Refused before anything ran or was stored.
     #[error(transparent)]
     Invalid(#[from] ExecError),
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The machine could not be restored: the experiment's own outcome is in `outcome`.
     #[error("restoring the machine failed: {error}")]
     Restore {
+        /// Why the restore failed.
         error: String,
+        /// The experiment's outcome.
         outcome: Box<Outcome>,
     },
 }
@@ -116,21 +123,29 @@ pub enum ProtocolError {
 /// A snapshot of the protocol's state, for progress bars.
 #[derive(Debug, Clone)]
 pub struct Progress {
+    /// The current round.
     pub round: usize,
+    /// The round is the warm-up.
     pub warmup: bool,
     /// Measured runs done (warm-ups not counted) and the run budget.
     pub runs: usize,
+    /// The run budget.
     pub max_runs: usize,
+    /// Measured runs so far that did not end ok.
     pub failed: usize,
+    /// Time since the experiment started.
     pub elapsed: Duration,
+    /// Estimated time left; None: not known yet.
     pub eta: Option<Duration>,
     /// Per unit: label and relative 95% CI half-width (NaN until 2 values).
     pub ci: Vec<(String, f64)>,
+    /// Target relative CI half-width.
     pub target_ci: f64,
 }
 
 /// Receives progress; the CLI draws a bar with it.
 pub trait Observer {
+    /// Called after each run with the protocol's state.
     fn progress(&mut self, progress: &Progress);
     /// Whether [`Observer::progress`] is wanted at all: its CIs and ETA take t quantiles per
     /// unit, work the protocol skips between runs when nobody reads it.
@@ -153,12 +168,19 @@ impl Observer for Silent {
 /// How an experiment ended.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
+    /// The experiment's id in the store.
     pub experiment_id: i64,
+    /// Why it stopped.
     pub stop: StopReason,
+    /// Why it stopped, in words.
     pub stop_description: String,
+    /// Rounds run.
     pub rounds: usize,
+    /// Measured runs (warm-ups not counted).
     pub runs: usize,
+    /// Measured runs that did not end ok.
     pub failed: usize,
+    /// Wall time of the experiment.
     pub elapsed: Duration,
 }
 

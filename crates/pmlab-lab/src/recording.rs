@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 /// What to record.
 pub struct RecordRequest {
+    /// What the recorder records (events, buffers, output file).
     pub options: RecordOptions,
     /// The command and its arguments (empty: record for `duration`, or until a signal).
     pub command: Vec<String>,
@@ -28,6 +29,7 @@ pub struct RecordRequest {
 
 /// How a recording ended.
 pub struct Recording {
+    /// The recorder's summary (events, lost events, file).
     pub summary: RecordSummary,
     /// The recorder's notes at start (events this kernel lacks, ...).
     pub start_notes: Vec<String>,
@@ -42,7 +44,7 @@ pub struct Recording {
 }
 
 /// The program's path, found like execvp would (so a bad name fails before tracing starts).
-pub fn find_program(name: &str) -> Result<PathBuf, LabError> {
+pub(crate) fn find_program(name: &str) -> Result<PathBuf, LabError> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         p.metadata()

@@ -15,10 +15,13 @@ use std::path::{Path, PathBuf};
 /// Why `--trace` could not record.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceSourceError {
+    /// No tracefs is mounted or mountable.
     #[error("--trace: no tracefs")]
     NoTracefs(#[source] TracefsError),
+    /// The trace directory could not be made: the directory, and why.
     #[error("--trace: {}", .0.display())]
     Dir(PathBuf, #[source] std::io::Error),
+    /// The recorder failed.
     #[error("--trace")]
     Record(#[source] RecordError),
 }
@@ -133,7 +136,7 @@ impl SideSource for TraceSource {
 }
 
 /// Side metrics from the idle and wakeups analyses of a trace (none when it lacks the events).
-pub fn analysis_metrics(path: &Path) -> Vec<Metric> {
+pub(crate) fn analysis_metrics(path: &Path) -> Vec<Metric> {
     let Ok(trace) = pmlab_trace::open(path) else {
         return Vec::new();
     };

@@ -1,15 +1,18 @@
 //! pmlab-lab through its public API with the fake executor (no machine touched): the protocol
 //! runs warm-ups then interleaved rounds into the store, the same seed gives the same
-//! schedule and values, and bad specs are refused with typed errors.
+//! schedule and values, each configuration measures its own values, a failing run is stored
+//! and the experiment goes on, bad specs and unknown knobs are refused with typed errors
+//! before anything is stored, and meter settings are checked.
 
 #[macro_use]
 #[path = "../../../tests/support/harness.rs"]
 mod harness;
 
-use pmlab_lab::executor::{FakeExecutor, FakeSpec};
-use pmlab_lab::protocol::{run_experiment, Silent, StopReason};
+use pmlab_lab::executor::{ExecError, FakeExecutor, FakeSpec};
+use pmlab_lab::meter::{parse_wrap, MeterError, MeterSpec};
+use pmlab_lab::protocol::{run_experiment, ProtocolError, Silent, StopReason};
 use pmlab_store::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
-use pmlab_store::store::Store;
+use pmlab_store::store::{RunStatus, Store};
 use std::sync::atomic::AtomicBool;
 
 fn experiment() -> Experiment {
@@ -124,6 +127,96 @@ fn bad_specs_are_refused() {
         Store::open(&not_a_db).is_err(),
         "a text file opened as a store"
     );
+}
+
+/// The two-configuration experiment with `b`'s knobs replaced.
+fn with_b(knobs: &str) -> Experiment {
+    let mut e = experiment();
+    e.configurations[1] = Configuration::parse("b", knobs).unwrap();
+    e
+}
+
+fn run(store: &mut Store, e: &Experiment, spec: &str) -> Result<i64, ProtocolError> {
+    let mut fake = FakeExecutor::new(FakeSpec::parse(spec).unwrap(), 5);
+    run_experiment(
+        store,
+        &mut fake,
+        e,
+        &budget(5),
+        "api",
+        &AtomicBool::new(false),
+        &mut Silent,
+    )
+    .map(|o| o.experiment_id)
+}
+
+it_test!(an_unknown_knob_is_refused_before_anything_is_stored);
+fn an_unknown_knob_is_refused_before_anything_is_stored() {
+    let mut store = Store::in_memory().unwrap();
+    let e = run(&mut store, &with_b("cpuidle.governor=menu"), "").unwrap_err();
+    // The fake executor names the knobs it knows (the real one refuses with KnobError::Unknown).
+    match &e {
+        ProtocolError::Invalid(ExecError::Invalid(why)) => {
+            assert!(why.contains("unknown knob `cpuidle.governor`"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(store.list().unwrap().is_empty());
+}
+
+it_test!(each_configuration_measures_its_own_values);
+/// `fake.mean=150` on `b`: its samples sit around 150 and `a`'s around the default 100.
+fn each_configuration_measures_its_own_values() {
+    let mut store = Store::in_memory().unwrap();
+    let id = run(&mut store, &with_b("fake.mean=150"), "sd=1").unwrap();
+    let e = store.load(id).unwrap();
+    let mean = |c| {
+        let xs = e.samples(0, c, "fake.time");
+        assert_eq!(xs.len(), 5, "configuration {c}");
+        xs.iter().sum::<f64>() / xs.len() as f64
+    };
+    assert!((mean(0) - 100.0).abs() < 3.0, "{}", mean(0));
+    assert!((mean(1) - 150.0).abs() < 3.0, "{}", mean(1));
+}
+
+it_test!(a_failing_run_is_stored_failed_and_the_experiment_goes_on);
+fn a_failing_run_is_stored_failed_and_the_experiment_goes_on() {
+    let mut store = Store::in_memory().unwrap();
+    let id = run(&mut store, &experiment(), "fail_at=3").unwrap();
+    let e = store.load(id).unwrap();
+    let failed: Vec<_> = e
+        .runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", e.runs);
+    assert!(failed[0].error.is_some());
+    assert_eq!(e.info.failed_runs, 1);
+    assert_eq!(e.info.runs, 10, "the budget's runs, the failed one counted");
+}
+
+it_test!(meter_settings_are_checked);
+fn meter_settings_are_checked() {
+    assert_eq!(parse_wrap("262143.99").unwrap(), 262143.99);
+    assert_eq!(parse_wrap("262kJ").unwrap(), 262_000.0);
+    assert_eq!(parse_wrap("1 MJ").unwrap(), 1e6);
+    for bad in ["", "0", "-5J", "lots", "inf"] {
+        assert!(
+            matches!(parse_wrap(bad), Err(MeterError::Spec(_))),
+            "{bad:?}"
+        );
+    }
+    let counter = |command: &str, wrap| MeterSpec::Counter {
+        command: command.into(),
+        wrap,
+    };
+    assert!(counter("cat /sys/x", Some(10.0)).validate().is_ok());
+    assert!(counter("  ", None).validate().is_err());
+    assert!(counter("cat /sys/x", Some(-1.0)).validate().is_err());
+    let stream = MeterSpec::Stream {
+        command: String::new(),
+    };
+    assert!(matches!(stream.validate(), Err(MeterError::Spec(_))));
 }
 
 fn main() -> std::process::ExitCode {

@@ -6,6 +6,7 @@
 //! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod ssh;
 mod workdir;
@@ -27,93 +28,149 @@ pub const SSH_CONFIG_ENV: &str = "PMLAB_SSH_CONFIG";
 /// on the target.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
+    /// The `--host` value is not `HOST`, `USER@HOST`, `HOST:PORT` or `[V6ADDR]:PORT`.
     #[error("--host {0:?}: not a host name (expected HOST, [USER@]HOST or HOST:PORT)")]
     BadHost(String),
+    /// The `--key` file cannot be read.
     #[error("--key {}: not a readable file", .0.display())]
     BadKey(PathBuf),
+    /// The host name does not resolve.
     #[error("{host}: unknown host (the name does not resolve)")]
     UnknownHost {
+        /// The target's host, as given.
         host: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// Nothing listens for ssh at the host's port.
     #[error("{host}: connection refused (no ssh server listening there)")]
     ConnectionRefused {
+        /// The target's host, as given.
         host: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// No route to the host, or the connection timed out.
     #[error("{host}: host unreachable or timed out")]
     Unreachable {
+        /// The target's host, as given.
         host: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// The host key is not in known_hosts, or differs from it.
     #[error("{host}: the host key is unknown or changed (add it to known_hosts first; pmlab never accepts one blindly)")]
     HostKeyUnverified {
+        /// The target's host, as given.
         host: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// The server refused every key offered.
     #[error("{host}: key not accepted for user {user} (pmlab uses key authentication only, never a password)")]
     KeyRejected {
+        /// The target's host, as given.
         host: String,
+        /// The login user.
         user: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// ssh failed for another reason.
     #[error("{host}: ssh failed ({status})")]
     Ssh {
+        /// The target's host, as given.
         host: String,
+        /// ssh's exit status.
         status: ExitStatus,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// The connection ended while pmlab ran on the target.
     #[error("{host}: the connection was lost")]
-    ConnectionLost { host: String },
+    ConnectionLost {
+        /// The target's host, as given.
+        host: String,
+    },
+    /// The login user is not root and cannot `sudo -n`.
     #[error("{host}: user {user} is neither root nor allowed passwordless sudo ({why}); pmlab needs root on the target")]
     NoRoot {
+        /// The target's host, as given.
         host: String,
+        /// The login user.
         user: String,
+        /// Why not: no sudo, or sudo asks for a password.
         why: &'static str,
     },
+    /// The target's `uname -m` differs from this machine's.
     #[error("{host}: target architecture {remote} differs from this pmlab's {local} (the binary would not run there)")]
     ArchMismatch {
+        /// The target's host, as given.
         host: String,
+        /// This machine's architecture.
         local: String,
+        /// The target's architecture.
         remote: String,
     },
+    /// The probe's answer lacks a line or has a bad value.
     #[error("{host}: unexpected answer to the probe: {answer:?}")]
-    Probe { host: String, answer: String },
+    Probe {
+        /// The target's host, as given.
+        host: String,
+        /// The probe script's whole output.
+        answer: String,
+    },
+    /// Copying pmlab's executable to the target failed.
     #[error("{host}: pushing pmlab to {dir} failed")]
     Push {
+        /// The target's host, as given.
         host: String,
+        /// The directory on the target it was copied to.
         dir: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// This pmlab's own executable could not be read (to hash and push it).
     #[error("reading this pmlab's own executable")]
     SelfExe(#[source] std::io::Error),
+    /// The `ssh` program could not be started.
     #[error("running ssh")]
     Spawn(#[source] std::io::Error),
+    /// Making the work directory on the target, or copying files into it, failed.
     #[error("{host}: making or filling a work directory failed")]
     Workdir {
+        /// The target's host, as given.
         host: String,
+        /// What ssh printed on stderr.
         #[source]
         ssh: SshSays,
     },
+    /// Fetching the work directory back from the target failed.
     #[error("{host}: bringing back the results failed")]
     Fetch {
+        /// The target's host, as given.
         host: String,
+        /// The local I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A local file or directory could not be read or written.
     #[error("{}", .path.display())]
     Local {
+        /// The local path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The target's store could not be imported into the local one.
     #[error("importing the target's results")]
     Import(#[from] pmlab_store::store::StoreError),
 }
@@ -123,6 +180,7 @@ pub enum RemoteError {
 pub struct Target {
     /// Host name, address or `~/.ssh/config` alias.
     pub host: String,
+    /// The ssh port; None: ssh's default (config, then 22).
     pub port: Option<u16>,
     /// `None`: ssh's own default (config, then the local user name).
     pub user: Option<String>,
@@ -200,7 +258,7 @@ pub enum Privilege {
 
 /// What the probe found on the target, before anything was written there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// `uname -m`.
     pub arch: String,
     pub uid: u32,
@@ -239,7 +297,7 @@ fn self_exe() -> Result<(PathBuf, String), RemoteError> {
 }
 
 /// This machine's architecture as `uname -m` names it.
-pub fn local_arch() -> String {
+pub(crate) fn local_arch() -> String {
     rustix::system::uname()
         .machine()
         .to_string_lossy()
@@ -332,10 +390,12 @@ impl Remote {
         })
     }
 
+    /// Where this remote connects.
     pub fn target(&self) -> &Target {
         &self.target
     }
 
+    /// How pmlab gets root on the target.
     pub fn privilege(&self) -> Privilege {
         self.privilege
     }

@@ -26,6 +26,7 @@ pub struct Bring {
 /// What came back.
 #[derive(Debug, Default)]
 pub struct Brought {
+    /// The experiments imported into the local store from the target's `pmlab.db`.
     pub experiments: Vec<Imported>,
     /// Local paths of the files and directories placed.
     pub files: Vec<PathBuf>,

@@ -29,16 +29,22 @@ const MODE_MIN_SHARE: f64 = 0.1;
 /// One measured run: its primary value and the regime it measured, when its workload says.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Run {
+    /// The run's primary metric, in that metric's unit.
     pub value: f64,
+    /// The regime the run measured; None: its workload names none.
     pub regime: Option<Regime>,
 }
 
 /// Where a sample splits in two: `sorted[..at]` and `sorted[at..]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Modes {
+    /// Runs in the lower mode.
     pub lower_n: usize,
+    /// Runs in the upper mode.
     pub upper_n: usize,
+    /// Median of the lower mode, in the sample's unit.
     pub lower_median: f64,
+    /// Median of the upper mode, in the sample's unit.
     pub upper_median: f64,
 }
 
@@ -92,6 +98,7 @@ pub fn modes(xs: &[f64]) -> Option<Modes> {
 pub struct RegimeGroup {
     /// None: runs whose workload names no regime.
     pub regime: Option<Regime>,
+    /// Summary of the group's values.
     pub summary: Summary,
 }
 
@@ -174,9 +181,13 @@ fn values_in(runs: &[Run], regime: Option<Regime>) -> Vec<f64> {
 /// A comparison within one regime.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RegimeComparison {
+    /// The regime compared; None: runs whose workload names no regime.
     pub regime: Option<Regime>,
+    /// Reference runs in this regime.
     pub reference_n: usize,
+    /// Compared runs in this regime.
     pub n: usize,
+    /// The comparison of the two sides' runs in this regime.
     pub comparison: Comparison,
 }
 

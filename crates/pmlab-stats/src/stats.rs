@@ -116,8 +116,11 @@ pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// The relative change of a quantile of B against A, with a percentile-bootstrap CI.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct QuantileChange {
+    /// Relative change of the quantile, q(b)/q(a) − 1.
     pub change: f64,
+    /// Lower bound of the 95% bootstrap CI of the change.
     pub low: f64,
+    /// Upper bound of the 95% bootstrap CI of the change.
     pub high: f64,
 }
 
@@ -236,20 +239,29 @@ pub fn mad_outliers(xs: &[f64]) -> Vec<usize> {
 /// Summary of one sample.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// Number of values.
     pub n: usize,
+    /// Arithmetic mean.
     pub mean: f64,
+    /// Sample median (middle two averaged).
     pub median: f64,
+    /// Sample standard deviation (n − 1); 0 for one value.
     pub stddev: f64,
     /// Coefficient of variation, stddev / mean.
     pub cv: f64,
     /// Half-width of the 95% CI of the mean (NaN for n < 2).
     pub ci_half_width: f64,
+    /// Lower bound of the 95% CI of the mean (NaN for n < 2).
     pub ci_low: f64,
+    /// Upper bound of the 95% CI of the mean (NaN for n < 2).
     pub ci_high: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
     /// Indices (into the sample, in run order) of MAD outliers; kept in every statistic.
     pub outliers: Vec<usize>,
+    /// Adjusted skewness G1 (0 for n < 3 or no spread).
     pub skewness: f64,
 }
 
@@ -299,12 +311,17 @@ impl Summary {
 /// Welch's unequal-variance t-test of mean(b) − mean(a).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Welch {
+    /// The t statistic.
     pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom.
     pub df: f64,
+    /// Two-sided p-value.
     pub p: f64,
     /// Mean difference b − a and its 95% CI.
     pub diff: f64,
+    /// Lower bound of the 95% CI of the difference.
     pub diff_low: f64,
+    /// Upper bound of the 95% CI of the difference.
     pub diff_high: f64,
 }
 
@@ -354,7 +371,9 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
 pub struct MannWhitney {
     /// U of the first sample (scipy's `statistic`).
     pub u: f64,
+    /// The normal approximation's z (tie and continuity corrected).
     pub z: f64,
+    /// Two-sided p-value.
     pub p: f64,
 }
 
@@ -410,12 +429,14 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
 pub struct RelativeChange {
     /// mean(b)/mean(a) − 1.
     pub change: f64,
-    /// CI bounds of the relative change; infinite when the CI is unbounded.
+    /// Lower CI bound of the relative change; infinite when the CI is unbounded.
     pub low: f64,
+    /// Upper CI bound of the relative change; infinite when unbounded.
     pub high: f64,
 }
 
 impl RelativeChange {
+    /// True when the CI lies wholly on one side of 0: a significant change.
     pub fn excludes_zero(&self) -> bool {
         self.low > 0.0 || self.high < 0.0
     }
@@ -470,10 +491,13 @@ pub fn relative_change(a: &[f64], b: &[f64], confidence: f64) -> Option<Relative
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Significantly better in the metric's direction.
     Better,
+    /// Significantly worse in the metric's direction.
     Worse,
     /// Significant, on a metric without a better direction.
     Changed,
+    /// No change the tests can tell from noise.
     NoSignificantChange,
     /// Too few samples to say anything.
     Undetermined,
@@ -484,12 +508,17 @@ pub enum Outcome {
 /// A sample compared with the reference sample.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// Relative change of the means with its Fieller CI; None: too few values or a zero reference mean.
     pub relative: Option<RelativeChange>,
+    /// Welch's t-test; None: a side has fewer than 2 values.
     pub welch: Option<Welch>,
     /// Present when either sample is skewed; then it must agree for a significant verdict.
     pub mann_whitney: Option<MannWhitney>,
+    /// Either sample is significantly skewed (then Mann-Whitney must agree).
     pub skewed: bool,
+    /// The conclusion, with respect to the metric's direction.
     pub outcome: Outcome,
+    /// The conclusion in words, for tables (e.g. "faster by 10.0% (CI ...)").
     pub verdict: String,
     /// Comparisons within each regime both sides ran in (`crate::populations`), when the runs
     /// were not one population.

@@ -16,18 +16,25 @@ pub const STORE_FILE: &str = "experiment.db";
 /// The manifest inside a bundle.
 pub const MANIFEST: &str = "manifest.json";
 
+/// Why a bundle could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    /// The store the bundle is made from, or its own store, failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Writing the bundle's Parquet tables failed.
     #[error(transparent)]
     Export(#[from] ExportError),
+    /// A file or directory of the bundle could not be read or written.
     #[error("{}", .path.display())]
     Io {
+        /// That file or directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The path holds no bundle (no `experiment.db` in it or below).
     #[error("{}: no pmlab bundle here (no {STORE_FILE} in it or below)", .0.display())]
     NoBundle(PathBuf),
 }
@@ -70,10 +77,12 @@ struct Manifest<'a> {
     files: Vec<String>,
 }
 
-/// What [`export`] did with one experiment.
+/// What [`export()`] did with one experiment.
 #[derive(Debug, Clone)]
 pub struct Exported {
+    /// The experiment's id in the source store.
     pub id: i64,
+    /// The bundle's directory.
     pub dir: PathBuf,
     /// False: the bundle was there already (bundles are never rewritten).
     pub written: bool,

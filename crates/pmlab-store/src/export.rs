@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("export of experiment {id}: {message}")]
 pub struct ExportError {
+    /// The experiment's id.
     pub id: i64,
+    /// What went wrong.
     pub message: String,
 }
 
 /// The CSV header of [`runs_csv`].
-pub const RUNS_CSV_HEADER: &[&str] = &[
+pub(crate) const RUNS_CSV_HEADER: &[&str] = &[
     "experiment",
     "run",
     "configuration",
@@ -242,7 +244,7 @@ pub fn write_parquet(e: &StoredExperiment, dir: &Path) -> Result<Vec<PathBuf>, E
 }
 
 /// Write [`parquet_tables`] into `dir` as `PREFIXTABLE.parquet`; returns the paths.
-pub fn write_parquet_named(
+pub(crate) fn write_parquet_named(
     e: &StoredExperiment,
     dir: &Path,
     prefix: &str,

@@ -16,6 +16,7 @@ pub enum LineUpBy {
 }
 
 impl LineUpBy {
+    /// The grouping in words, for messages (`kernel`, `host`, `host and kernel`).
     pub fn as_str(self) -> &'static str {
         match self {
             LineUpBy::Kernel => "kernel",
@@ -28,14 +29,21 @@ impl LineUpBy {
 /// Why experiments cannot be lined up.
 #[derive(Debug, thiserror::Error)]
 pub enum LineUpError {
+    /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Every run of the experiment (and of the others given) falls in one group.
     #[error("experiment {id} ({name:?}): every run of it{others} is on one {by} ({key}); nothing to line up (run it on another {by} first, or import that {by}'s results)", by = .by.as_str())]
     OneGroup {
+        /// The experiment's id.
         id: i64,
+        /// The experiment's name.
         name: String,
+        /// `" and of experiments ..."` when others were given, else empty.
         others: String,
+        /// The grouping asked for.
         by: LineUpBy,
+        /// The one group's key (the kernel, host, or both).
         key: String,
     },
 }

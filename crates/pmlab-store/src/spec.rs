@@ -8,51 +8,83 @@ use std::time::Duration;
 /// Errors in an experiment's description; nothing has run when one is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// A sweep axis with no values; the axis as written.
     #[error("empty value list in sweep `{0}` (write KNOB=V1,V2,...)")]
     EmptySweep(String),
+    /// An assignment without `=`; as written.
     #[error("`{0}` is not KNOB=VALUE")]
     NotAnAssignment(String),
+    /// The same knob in two sweep axes; the knob.
     #[error("knob `{0}` is swept twice")]
     DuplicateSweep(String),
+    /// The experiment names no workload.
     #[error("no workload given")]
     NoWorkload,
+    /// The experiment has no configuration.
     #[error("no configuration given")]
     NoConfiguration,
+    /// Two configurations share a label; the label.
     #[error("two configurations are labelled `{0}`")]
     DuplicateLabel(String),
+    /// The reference names no configuration: the reference, and the labels there are.
     #[error("unknown reference `{0}` (configurations: {1})")]
     UnknownReference(String, String),
+    /// A setting has a value it cannot take.
     #[error("bad {what} `{value}`: {why}")]
     BadValue {
+        /// The setting (e.g. `target-ci`).
         what: &'static str,
+        /// The value as written.
         value: String,
+        /// Why it is refused.
         why: String,
     },
+    /// A duration that does not parse.
     #[error("bad duration `{value}`")]
     Duration {
+        /// The value as written.
         value: String,
+        /// Why it does not parse.
         #[source]
         source: pmlab_workload::units::DurationError,
     },
+    /// A spec file could not be read.
     #[error("{path}: {source}")]
     Read {
+        /// The spec file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// A spec file is not valid TOML or not a valid spec.
     #[error("{path}: {message}")]
-    SpecFile { path: PathBuf, message: String },
+    SpecFile {
+        /// The spec file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A workload group names a workload index that does not exist.
     #[error("bad workload groups: there is no workload {0}")]
     GroupOfNoWorkload(usize),
+    /// A workload is in no workload group, or in several.
     #[error(
         "bad workload groups: workload `{workload}` is in {groups} groups (each must be in one)"
     )]
-    WorkloadGroups { workload: String, groups: usize },
+    WorkloadGroups {
+        /// The workload's label.
+        workload: String,
+        /// How many groups it is in.
+        groups: usize,
+    },
 }
 
 /// One configuration: the machine as found plus these knob assignments (`NAME[@CPUS]=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Configuration {
+    /// The configuration's name in tables (`A`, `B`, or the swept values).
     pub label: String,
+    /// Knob assignments, `NAME[@CPUS]=VALUE` each; empty: the machine as found.
     pub knobs: Vec<String>,
 }
 
@@ -87,11 +119,14 @@ pub fn split_assignment(s: &str) -> Result<(&str, &str), SpecError> {
 /// One workload, in the words of `pmlab run` (e.g. `["pipe", "--loops", "20000"]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadDef {
+    /// The workload's name in tables: its arguments joined by spaces.
     pub label: String,
+    /// The arguments of `pmlab run`, placement written out.
     pub argv: Vec<String>,
 }
 
 impl WorkloadDef {
+    /// A workload from `pmlab run`'s arguments, its placement written out; refused when empty.
     pub fn new(argv: Vec<String>) -> Result<WorkloadDef, SpecError> {
         if argv.is_empty() {
             return Err(SpecError::NoWorkload);
@@ -120,12 +155,16 @@ pub struct Hooks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
+    /// `pmlab compare`.
     Compare,
+    /// `pmlab sweep`.
     Sweep,
+    /// `pmlab run-spec` (and every other kind).
     RunSpec,
 }
 
 impl Kind {
+    /// The name the store records (`compare`, `sweep`, `run-spec`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Compare => "compare",
@@ -133,6 +172,7 @@ impl Kind {
             Kind::RunSpec => "run-spec",
         }
     }
+    /// The kind a store name records; unknown names read as `run-spec`.
     pub fn parse(s: &str) -> Kind {
         match s {
             "compare" => Kind::Compare,
@@ -145,14 +185,19 @@ impl Kind {
 /// Configurations × workloads, with the reference configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Experiment {
+    /// What kind of experiment it is.
     pub kind: Kind,
+    /// The experiment's name (shown in lists and reports).
     pub name: String,
+    /// The configurations, reference included.
     pub configurations: Vec<Configuration>,
+    /// The workloads each configuration runs.
     pub workloads: Vec<WorkloadDef>,
     /// Index of the reference configuration.
     pub reference: usize,
     /// For sweeps: the swept knob names, in order (the knee is searched in configuration order).
     pub swept: Vec<String>,
+    /// Shell commands run around the measurements.
     pub hooks: Hooks,
     /// Workloads that run back to back, in this order, in one configuration: a hotplug
     /// cycle (each CPU's offline, then its online). The protocol shuffles (configuration,
@@ -239,7 +284,7 @@ impl Experiment {
     }
 
     /// Every distinct knob assignment used by any configuration.
-    pub fn all_assignments(&self) -> Vec<String> {
+    pub(crate) fn all_assignments(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
         for c in &self.configurations {
             for k in &c.knobs {
@@ -268,11 +313,14 @@ impl Experiment {
 /// One swept knob: `NAME[@CPUS]=V1,V2,...`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepAxis {
+    /// The knob, `NAME[@CPUS]`.
     pub knob: String,
+    /// Its values, in sweep order.
     pub values: Vec<String>,
 }
 
 impl SweepAxis {
+    /// Parse `NAME[@CPUS]=V1,V2,...`; refused when a value is empty.
     pub fn parse(s: &str) -> Result<SweepAxis, SpecError> {
         let (knob, values) = split_assignment(s)?;
         let values: Vec<String> = values
@@ -359,6 +407,7 @@ pub struct Budget {
     pub min_rounds: usize,
     /// Seed of the per-round shuffles (recorded).
     pub seed: u64,
+    /// How runs are ordered within the experiment.
     pub order: Order,
     /// Also stop early once every comparison with the reference is decided at 99.9% (see protocol docs).
     pub stop_when_decided: bool,
@@ -452,7 +501,7 @@ pub fn parse_settle(s: &str) -> Result<Duration, SpecError> {
 
 /// Split a command line into words as a POSIX shell does (quotes and backslashes, no other
 /// shell syntax).
-pub fn split_words(s: &str) -> Result<Vec<String>, SpecError> {
+pub(crate) fn split_words(s: &str) -> Result<Vec<String>, SpecError> {
     shell_words::split(s).map_err(|_| SpecError::BadValue {
         what: "command line",
         value: s.to_string(),
@@ -537,11 +586,17 @@ struct SpecFile {
 /// A parsed `run-spec` file: the experiment and the budget settings it gives.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
+    /// The experiment the file describes.
     pub experiment: Experiment,
+    /// `target-ci` (relative CI half-width, e.g. 0.02); None: not given.
     pub target_ci: Option<f64>,
+    /// `max-runs`; None: not given.
     pub max_runs: Option<usize>,
+    /// `max-time`; None: not given.
     pub max_time: Option<Duration>,
+    /// `seed`; None: not given.
     pub seed: Option<u64>,
+    /// `settle`, idle time before each measured run; None: not given.
     pub settle: Option<Duration>,
 }
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// SQLite application id of a pmlab store: "PMLB".
-pub const APPLICATION_ID: i32 = 0x504D_4C42;
+pub(crate) const APPLICATION_ID: i32 = 0x504D_4C42;
 /// How long a writer waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -119,34 +119,72 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// Store errors; each names the store file.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The file exists but is not a pmlab store; it is left untouched.
     #[error("{path}: not a pmlab result store ({why}); refusing to touch it")]
-    NotAStore { path: PathBuf, why: String },
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// Why it is not a store.
+        why: String,
+    },
+    /// The store's schema is newer than this build knows.
     #[error("{path}: store schema version {found} is newer than this pmlab understands ({known}); upgrade pmlab")]
     TooNew {
+        /// The store file.
         path: PathBuf,
+        /// The store's schema version.
         found: i64,
+        /// The newest version this build knows.
         known: i64,
     },
+    /// The store file (or its trace directory) could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The path.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// SQLite failed.
     #[error("{path}: {source}")]
     Sqlite {
+        /// The store file.
         path: PathBuf,
+        /// SQLite's error.
         source: rusqlite::Error,
     },
+    /// The store holds no experiment with that id.
     #[error("{path}: no experiment {id}")]
-    NoSuchExperiment { path: PathBuf, id: i64 },
+    NoSuchExperiment {
+        /// The store file.
+        path: PathBuf,
+        /// The id asked for.
+        id: i64,
+    },
+    /// The store holds no run with that id.
     #[error("{path}: no run {run}")]
-    NoSuchRun { path: PathBuf, run: i64 },
+    NoSuchRun {
+        /// The store file.
+        path: PathBuf,
+        /// The run id asked for.
+        run: i64,
+    },
+    /// The run was not traced.
     #[error("{path}: run {run} recorded no trace (run the experiment with --trace)")]
-    RunNotTraced { path: PathBuf, run: i64 },
+    RunNotTraced {
+        /// The store file.
+        path: PathBuf,
+        /// The run's id.
+        run: i64,
+    },
+    /// A run's trace file is no longer where the store says.
     #[error("{path}: run {run}'s trace {} is gone", .trace.display())]
     TraceMissing {
+        /// The store file.
         path: PathBuf,
+        /// The run's id.
         run: i64,
+        /// Where the trace was.
         trace: PathBuf,
     },
 }
@@ -155,13 +193,16 @@ pub enum StoreError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
+    /// The run finished and its metrics count.
     Ok,
+    /// The run failed; `error` says why.
     Failed,
     /// Cut short by an interruption; its metrics (if any) are not used.
     Interrupted,
 }
 
 impl RunStatus {
+    /// The name the store records (`ok`, `failed`, `interrupted`).
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Ok => "ok",
@@ -182,13 +223,16 @@ impl RunStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExperimentStatus {
+    /// Runs are still being added (or its process died: see `ExperimentInfo::status`).
     Running,
+    /// Ended by its stopping rule.
     Complete,
     /// Interrupted (signal, error, or its process died); the runs so far are kept.
     Incomplete,
 }
 
 impl ExperimentStatus {
+    /// The name the store records (`running`, `complete`, `incomplete`).
     pub fn as_str(self) -> &'static str {
         match self {
             ExperimentStatus::Running => "running",
@@ -234,6 +278,7 @@ pub struct Store {
 /// Ids given to a new experiment's rows.
 #[derive(Debug, Clone)]
 pub struct ExperimentIds {
+    /// The experiment's id.
     pub experiment: i64,
     /// Configuration ids, in the experiment's configuration order.
     pub configurations: Vec<i64>,
@@ -244,104 +289,158 @@ pub struct ExperimentIds {
 /// One run to insert.
 #[derive(Debug, Clone)]
 pub struct NewRun {
+    /// The experiment's id.
     pub experiment: i64,
+    /// The configuration's id (from [`ExperimentIds`]).
     pub configuration: i64,
+    /// The workload's id (from [`ExperimentIds`]).
     pub workload: i64,
+    /// The round, from 0.
     pub round: usize,
+    /// Position of the run within its round, from 0.
     pub position: usize,
+    /// A discarded warm-up run.
     pub warmup: bool,
+    /// Start, ns since the Unix epoch.
     pub started_ns: i64,
+    /// Wall time of the run, ns.
     pub duration_ns: i64,
+    /// How the run ended.
     pub status: RunStatus,
+    /// Why it failed; None when it did not.
     pub error: Option<String>,
     /// The workload's metrics, primary first.
     pub metrics: Vec<Metric>,
     /// Side metrics (counters, traces).
     pub side_metrics: Vec<Metric>,
+    /// The run's trace file; None: not traced.
     pub trace_path: Option<PathBuf>,
 }
 
 /// An experiment's row, as listed.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExperimentInfo {
+    /// Its id in this store.
     pub id: i64,
     /// Stays with the experiment when it is copied to another store (remote runs, bundles).
     pub uid: String,
+    /// The experiment's kind (`compare`, `sweep`, `run-spec`, `hotplug`, ...).
     pub kind: String,
+    /// The experiment's name.
     pub name: String,
+    /// The command line that made it.
     pub command: String,
+    /// Creation time, ns since the Unix epoch.
     pub created_ns: i64,
+    /// End time, ns since the Unix epoch; None: not finished.
     pub finished_ns: Option<i64>,
     /// Effective status: a `running` experiment whose process is gone reads as incomplete.
     pub status: ExperimentStatus,
+    /// Why it stopped, in words; None: not stopped yet.
     pub stop_reason: Option<String>,
+    /// Seed of the per-round shuffles.
     pub seed: u64,
+    /// Target relative CI half-width of the stopping rule (e.g. 0.02).
     pub target_ci: f64,
+    /// Run limit; None: none.
     pub max_runs: Option<i64>,
+    /// Wall time limit, s; None: none.
     pub max_time_s: Option<f64>,
     /// Idle time before each measured run (None: not recorded by the pmlab that ran it).
     pub settle_s: Option<f64>,
+    /// Index of the reference configuration.
     pub reference: usize,
+    /// Number of configurations.
     pub configurations: usize,
+    /// Number of workloads.
     pub workloads: usize,
+    /// Number of measured runs stored (warm-ups not counted).
     pub runs: usize,
+    /// Number of measured runs that did not end ok (failed or interrupted).
     pub failed_runs: usize,
 }
 
 /// A stored configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredConfiguration {
+    /// Its id in this store.
     pub id: i64,
+    /// The configuration's label.
     pub label: String,
+    /// Its knob assignments, `NAME[@CPUS]=VALUE` each.
     pub knobs: Vec<String>,
 }
 
 /// A stored workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredWorkload {
+    /// Its id in this store.
     pub id: i64,
+    /// The workload's label.
     pub label: String,
+    /// The arguments of `pmlab run`.
     pub argv: Vec<String>,
 }
 
 /// A stored metric of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredMetric {
+    /// The metric's name.
     pub name: String,
     /// The CPU of a per-CPU metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// The value, in `unit`.
     pub value: f64,
+    /// Its unit (`ns`, `us/op`, `1/s`, ...).
     pub unit: String,
+    /// Which way is better.
     pub direction: Direction,
+    /// A side metric (counters, traces), not the workload's own.
     pub side: bool,
 }
 
 /// A stored run; `configuration` and `workload` are indices into the experiment's lists.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredRun {
+    /// Its id in this store.
     pub id: i64,
+    /// Index into the experiment's configurations.
     pub configuration: usize,
+    /// Index into the experiment's workloads.
     pub workload: usize,
+    /// The round, from 0.
     pub round: usize,
+    /// Position of the run within its round, from 0.
     pub position: usize,
+    /// A discarded warm-up run.
     pub warmup: bool,
+    /// Start, ns since the Unix epoch.
     pub started_ns: i64,
+    /// Wall time of the run, ns.
     pub duration_ns: i64,
+    /// How the run ended.
     pub status: RunStatus,
+    /// Why it failed; None when it did not.
     pub error: Option<String>,
+    /// The run's trace file; None: not traced.
     pub trace_path: Option<String>,
+    /// Its metrics, the workload's primary first.
     pub metrics: Vec<StoredMetric>,
 }
 
 /// Everything stored about one experiment.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredExperiment {
+    /// The experiment's row.
     pub info: ExperimentInfo,
+    /// Its configurations, in order.
     pub configurations: Vec<StoredConfiguration>,
+    /// Its workloads, in order.
     pub workloads: Vec<StoredWorkload>,
     /// In the order they ran.
     pub runs: Vec<StoredRun>,
+    /// The machine when it began; None: not recorded.
     pub system: Option<SystemSnapshot>,
     /// Swept knob names (sweeps only).
     pub swept: Vec<String>,
@@ -378,11 +477,16 @@ impl StoredMetric {
 /// Name (with CPU), unit and direction of a metric.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricInfo {
+    /// The metric's name.
     pub name: String,
+    /// The CPU of a per-CPU metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// Its unit.
     pub unit: String,
+    /// Which way is better.
     pub direction: Direction,
+    /// A side metric, not the workload's own.
     pub side: bool,
 }
 
@@ -568,6 +672,7 @@ impl Store {
         Ok(store)
     }
 
+    /// The store file.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -1073,6 +1178,7 @@ pub struct Imported {
     pub source_id: i64,
     /// Its id here; `None`: this store already held it (same uid), nothing was written.
     pub id: Option<i64>,
+    /// The experiment's uid, which stays with it across stores.
     pub uid: String,
 }
 
@@ -1149,7 +1255,7 @@ impl Store {
     }
 
     /// The experiment's description as it was run (the spec, as JSON).
-    pub fn spec_json(&self, id: i64) -> Result<String, StoreError> {
+    pub(crate) fn spec_json(&self, id: i64) -> Result<String, StoreError> {
         self.conn
             .query_row(
                 "SELECT spec_json FROM experiments WHERE id = ?1",
@@ -1414,6 +1520,7 @@ fn new_uid() -> String {
 
 /// Configurations and workloads of a stored experiment, as spec values.
 impl StoredExperiment {
+    /// Its configurations as spec values.
     pub fn spec_configurations(&self) -> Vec<Configuration> {
         self.configurations
             .iter()
@@ -1423,6 +1530,7 @@ impl StoredExperiment {
             })
             .collect()
     }
+    /// Its workloads as spec values.
     pub fn spec_workloads(&self) -> Vec<WorkloadDef> {
         self.workloads
             .iter()

@@ -9,13 +9,19 @@ use std::path::Path;
 /// What the machine was when an experiment began.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SystemSnapshot {
+    /// `uname -r`.
     pub kernel_release: String,
+    /// `/proc/cmdline`.
     pub cmdline: String,
+    /// The CPU model name (`/proc/cpuinfo`).
     pub cpu_model: String,
+    /// Number of processors `/proc/cpuinfo` lists.
     pub cpus: u32,
     /// `none`, or the hypervisor as the guest sees it (e.g. `KVM (QEMU Standard PC)`).
     pub virtualization: String,
+    /// The host name.
     pub hostname: String,
+    /// `/proc/sys/kernel/random/boot_id`: tells one boot from another.
     pub boot_id: String,
     /// Knob name → value as found, for every knob the experiment touches.
     pub knobs: Vec<(String, String)>,

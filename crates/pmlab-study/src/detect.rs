@@ -9,11 +9,15 @@ use std::path::Path;
 /// The machine as the study sees it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Caps {
+    /// pmlab runs as root (needed for knobs, tracing and hotplug).
     pub root: bool,
+    /// CPUs online as found.
     pub cpus_online: Vec<u32>,
     /// The registered cpuidle driver; None when there is none (`current_driver` = `none`).
     pub cpuidle_driver: Option<String>,
+    /// The cpuidle governors available.
     pub governors: Vec<String>,
+    /// The cpuidle governor in use; None: no cpuidle governor file.
     pub current_governor: Option<String>,
     /// `haltpoll.guest_halt_poll_ns` as found, when the module parameter exists.
     pub haltpoll_poll_ns: Option<String>,
@@ -110,7 +114,7 @@ impl Caps {
     }
 
     /// Why idle polling cannot be measured here, or None when it can.
-    pub fn polling_unavailable(&self) -> Option<String> {
+    pub(crate) fn polling_unavailable(&self) -> Option<String> {
         if self.polling_knob.is_some() || (self.cpuidle_driver.is_some() && self.poll_state) {
             return (!self.root).then(|| "changing idle-polling knobs needs root".into());
         }
@@ -126,7 +130,7 @@ impl Caps {
     }
 
     /// Why governors cannot be compared here, or None.
-    pub fn governors_unavailable(&self) -> Option<String> {
+    pub(crate) fn governors_unavailable(&self) -> Option<String> {
         if self.cpuidle_driver.is_none() {
             return Some(format!(
                 "no cpuidle driver is registered, so no governor picks an idle state (available: {}; current: {}) — switching them changes nothing",
@@ -147,7 +151,7 @@ impl Caps {
     }
 
     /// Why hotplug cannot be measured here, or None.
-    pub fn hotplug_unavailable(&self) -> Option<String> {
+    pub(crate) fn hotplug_unavailable(&self) -> Option<String> {
         if !self.root {
             return Some("CPU hotplug needs root (it writes cpuN/online)".into());
         }

@@ -4,6 +4,8 @@
 //! into the store, skipped with a stated reason where the machine cannot do it, and ending
 //! with the HTML report.
 
+#![warn(missing_docs)]
+
 pub mod detect;
 pub mod plan;
 pub mod predict;
@@ -30,27 +32,36 @@ use std::time::{Duration, Instant};
 /// Study errors.
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError {
+    /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The HTML report could not be written.
     #[error(transparent)]
     Html(#[from] html::HtmlError),
+    /// Another failure, in words.
     #[error("{0}")]
     Other(String),
 }
 
 /// Why one step of a stage did not run to its end.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub(crate) enum StepError {
+    /// The lab could not make an executor.
     #[error(transparent)]
     Lab(#[from] pmlab_lab::lab::LabError),
+    /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The experiment protocol failed.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// The hotplug lab failed.
     #[error(transparent)]
     Hotplug(#[from] pmlab_hotplug::HotplugError),
+    /// The polling prediction failed.
     #[error(transparent)]
     Predict(#[from] predict::PredictError),
+    /// The predicted-polling stage needs the wakeup stage, which did not run.
     #[error("the wakeup stage did not run here, and its trace is what is replayed")]
     NoWakeupStage,
 }
@@ -86,26 +97,36 @@ impl StepError {
 pub struct Options {
     /// `/`, or a fake tree (tests).
     pub root: PathBuf,
+    /// The result store.
     pub db: PathBuf,
     /// Where the report goes (default: `pmlab-study-ID`).
     pub out: Option<PathBuf>,
+    /// The quick battery (fewer runs and shorter workloads).
     pub quick: bool,
     /// Stages to run (empty: all).
     pub only: Vec<Stage>,
+    /// Seed of the per-round shuffles and of the simulated machine.
     pub seed: u64,
+    /// Set to stop the study (the lab's stop token).
     pub stop: Arc<AtomicBool>,
+    /// The command line, recorded with the study.
     pub command: String,
 }
 
 /// Where the study is, for a progress bar.
 #[derive(Debug, Clone)]
 pub struct StageProgress {
+    /// The stage's index in the study, from 0.
     pub index: usize,
+    /// Number of stages in the study.
     pub total: usize,
+    /// The stage running.
     pub stage: Stage,
     /// Share of the study's estimated time done (0..1) and the estimated time left.
     pub done: f64,
+    /// Estimated time left.
     pub eta: Duration,
+    /// What the stage is doing (e.g. `round 3, 12 runs`).
     pub message: String,
 }
 
@@ -113,6 +134,7 @@ pub struct StageProgress {
 pub trait Host {
     /// A fresh executor for one experiment; `trace`: record a trace of every run.
     fn executor(&mut self, trace: bool) -> Result<Box<dyn Executor>, pmlab_lab::lab::LabError>;
+    /// Show where the study is.
     fn progress(&mut self, p: &StageProgress);
     /// A line worth printing above the bar.
     fn note(&mut self, line: &str);
@@ -124,7 +146,9 @@ pub trait Host {
 
 /// How the study ended.
 pub struct Outcome {
+    /// The study as stored.
     pub record: StudyRecord,
+    /// The report's files.
     pub written: html::Written,
 }
 
@@ -444,7 +468,11 @@ pub fn report_input(db: &Path, rec: &StudyRecord) -> Result<html::Input, StudyEr
 }
 
 /// Write the HTML report of a stored study into `dir`.
-pub fn write_report(db: &Path, rec: &StudyRecord, dir: &Path) -> Result<html::Written, StudyError> {
+pub(crate) fn write_report(
+    db: &Path,
+    rec: &StudyRecord,
+    dir: &Path,
+) -> Result<html::Written, StudyError> {
     let input = report_input(db, rec)?;
     Ok(html::write(&input, dir)?)
 }

@@ -12,18 +12,25 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
+    /// The idle machine: idle residency and wakeups with nothing running.
     Idle,
+    /// The idle-polling sweep (`haltpoll.guest_halt_poll_ns`).
     Polling,
+    /// The cpuidle governors compared.
     Governors,
+    /// CPU hotplug latency under load.
     Hotplug,
+    /// Who wakes the idle CPUs, traced.
     Wakeups,
     /// The wakeup stage's trace replayed under the haltpoll governor (`pmlab whatif`).
     #[serde(rename = "polling-predicted")]
     PollingPredicted,
+    /// CPU-bound runtime.
     Cpu,
 }
 
 impl Stage {
+    /// Every stage, in run order.
     pub const ALL: [Stage; 7] = [
         Stage::Idle,
         Stage::Polling,
@@ -33,6 +40,7 @@ impl Stage {
         Stage::PollingPredicted,
         Stage::Cpu,
     ];
+    /// The stage's name (`idle`, `polling-predicted`, ...), as `--only` takes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Stage::Idle => "idle",
@@ -44,6 +52,7 @@ impl Stage {
             Stage::Cpu => "cpu",
         }
     }
+    /// The stage `--only` names; refused when it names none.
     pub fn parse(s: &str) -> Result<Stage, UnknownStage> {
         Stage::ALL
             .iter()
@@ -61,21 +70,29 @@ pub struct UnknownStage(pub String);
 /// A hotplug session.
 #[derive(Debug, Clone)]
 pub struct HotplugPlan {
+    /// The CPUs offlined and onlined.
     pub cpus: Vec<u32>,
+    /// Offline/online cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels: how many loader instances run in the background.
     pub loads: Vec<u32>,
+    /// Record a trace of the cycles.
     pub trace: bool,
 }
 
 /// What a stage does.
 #[derive(Debug, Clone)]
 pub enum Step {
+    /// One experiment through the protocol.
     Experiment {
+        /// The experiment.
         experiment: Box<Experiment>,
+        /// Its budget.
         budget: Budget,
         /// Record a trace of every run (for the trace analyses in the report).
         trace: bool,
     },
+    /// A hotplug session through the hotplug lab.
     Hotplug(HotplugPlan),
     /// Replay the wakeup stage's traced run under the haltpoll governor.
     PredictPolling,
@@ -84,11 +101,16 @@ pub enum Step {
 /// A stage's plan: its steps and an estimate, or a reason to skip it.
 #[derive(Debug, Clone)]
 pub enum StagePlan {
+    /// The stage runs.
     Run {
+        /// Its steps, in order.
         steps: Vec<Step>,
+        /// Estimated wall time.
         estimate: Duration,
+        /// Notes for the report (what was chosen and why).
         notes: Vec<String>,
     },
+    /// The stage is skipped, for this reason.
     Skip(String),
 }
 

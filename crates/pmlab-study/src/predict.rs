@@ -12,16 +12,22 @@ const AT_NS: u64 = 200_000;
 /// Why there is no prediction.
 #[derive(Debug, thiserror::Error)]
 pub enum PredictError {
+    /// The wakeup stage's experiment has no traced run.
     #[error("the wakeup stage stored no traced run to replay")]
     NoTrace,
+    /// The store could not be read.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The trace could not be read.
     #[error("cannot read the wakeup stage's trace {path}")]
     Trace {
+        /// The trace file.
         path: String,
+        /// Why it could not be read.
         #[source]
         source: pmlab_trace::TraceError,
     },
+    /// The trace lacks events the replay needs.
     #[error(transparent)]
     Missing(#[from] pmlab_analysis::Missing),
 }

@@ -10,13 +10,21 @@ use std::path::{Path, PathBuf};
 /// One study.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct StudyRecord {
+    /// Its id in the store.
     pub id: i64,
+    /// Creation time, ns since the Unix epoch.
     pub created_ns: i64,
+    /// The quick battery was run.
     pub quick: bool,
+    /// Where the report is written.
     pub out_dir: String,
+    /// The command line that ran it.
     pub command: String,
+    /// Each stage's outcome, in run order.
     pub stages: Vec<StageNote>,
+    /// What the machine has, as (name, value) lines for the report.
     pub facts: Vec<(String, String)>,
+    /// The study was interrupted.
     pub interrupted: bool,
 }
 
@@ -90,6 +98,6 @@ pub fn load(db: &Path, id: Option<i64>) -> Result<Option<StudyRecord>, StoreErro
 }
 
 /// The default output directory of a study.
-pub fn default_out(id: i64) -> PathBuf {
+pub(crate) fn default_out(id: i64) -> PathBuf {
     PathBuf::from(format!("pmlab-study-{id}"))
 }

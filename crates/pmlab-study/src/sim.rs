@@ -21,6 +21,7 @@ pub struct SimExecutor {
 }
 
 impl SimExecutor {
+    /// A simulated machine whose system snapshot is read under `root`; `seed` makes its noise.
     pub fn new(root: PathBuf, seed: u64) -> SimExecutor {
         SimExecutor {
             root,
