@@ -3,10 +3,10 @@
 //! differences against a baseline trace.
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Analysis, Analyzed, Extras, Section};
+use pmlab_analysis::all::{self, Analysis, Analyzed, Extras};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
+use pmlab_report::render::tables;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -247,52 +247,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|_| "  (differences against the baseline)")
                 .unwrap_or("")
         );
+        let limit = if args.all_rows { usize::MAX } else { 40 };
         for s in &sections {
-            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| &d.1);
-            print_section(s, diff, args.all_rows);
+            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| d.1.as_slice());
+            print!("{}", tables::analyze_section(s, diff, limit));
         }
     }
     if sections.iter().all(|s| s.tables.is_empty()) {
         bail!("no analysis could run on {}", args.file.display());
     }
     Ok(())
-}
-
-fn print_section(s: &Section, diff: Option<&Vec<Table>>, all_rows: bool) {
-    println!("\n== {} ==", s.name);
-    if let Some(p) = &s.problem {
-        println!("{p}");
-    }
-    let tables = match diff {
-        Some(d) if !d.is_empty() => d,
-        _ => &s.tables,
-    };
-    for t in tables {
-        print_table(t, all_rows);
-    }
-    for n in &s.notes {
-        println!("note: {n}");
-    }
-}
-
-fn print_table(t: &Table, all_rows: bool) {
-    println!("{}", t.title);
-    if t.rows.is_empty() {
-        println!("  (no rows)");
-        return;
-    }
-    let mut c = Comfy::new();
-    c.load_preset(UTF8_FULL_CONDENSED);
-    c.set_header(t.columns.clone());
-    let limit = if all_rows { usize::MAX } else { 40 };
-    for r in t.rows.iter().take(limit) {
-        c.add_row(r.iter().map(|x| x.text(3)).collect::<Vec<_>>());
-    }
-    println!("{c}");
-    if t.rows.len() > limit {
-        println!(
-            "  … {} more rows (--all-rows, --json or --export for all)",
-            t.rows.len() - limit
-        );
-    }
 }

@@ -1,9 +1,9 @@
 //! `pmlab results list|show|compare|export`: read the result store. Statistics are derived
 //! from the stored runs at read time.
 
-use super::run_spec::FormatArg;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use pmlab_report::render::Format;
 use pmlab_report::report::{Report, SideSelection};
 use pmlab_store::lineup::{self, LineUpBy};
 use pmlab_store::store::{format_time, Store, StoredExperiment};
@@ -117,9 +117,9 @@ pub enum ByArg {
 
 #[derive(clap::Args)]
 pub struct View {
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Output format: table, markdown, mail, json or csv.
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -132,9 +132,9 @@ pub struct View {
 }
 
 impl View {
-    fn format(&self) -> FormatArg {
+    fn format(&self) -> Format {
         if self.json {
-            FormatArg::Json
+            Format::Json
         } else {
             self.format
         }
@@ -194,8 +194,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 view.reference.as_deref(),
                 &SideSelection::parse(&view.side),
             )?;
-            print!("{}", view.format().format().renderer().render(&report)?);
-            if runs && view.format() == FormatArg::Table {
+            print!("{}", view.format().renderer().render(&report)?);
+            if runs && view.format() == Format::Table {
                 print_runs(&e);
             }
             Ok(())
@@ -225,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 (None, None) => unreachable!("clap requires ID2 without --by"),
             };
-            print!("{}", view.format().format().renderer().render(&report)?);
+            print!("{}", view.format().renderer().render(&report)?);
             Ok(())
         }
         Sub::Export {
