@@ -2,11 +2,10 @@
 //! from the stored runs at read time.
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use pmlab_report::render::Format;
 use pmlab_report::report::{Report, SideSelection};
 use pmlab_store::lineup::{self, LineUpBy};
-use pmlab_store::store::{format_time, Store, StoredExperiment};
+use pmlab_store::store::{Store, StoredExperiment};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -196,7 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )?;
             print!("{}", view.format().renderer().render(&report)?);
             if runs && view.format() == Format::Table {
-                print_runs(&e);
+                println!("\n{}", pmlab_report::render::store::runs(&e));
             }
             Ok(())
         }
@@ -280,76 +279,6 @@ fn list(store: &Store, json: bool) -> anyhow::Result<()> {
         println!("no experiments in {}", store.path().display());
         return Ok(());
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "id",
-        "started (UTC)",
-        "kind",
-        "name",
-        "configs",
-        "runs",
-        "failed",
-        "status",
-    ]);
-    for i in infos {
-        t.add_row([
-            i.id.to_string(),
-            format_time(i.created_ns),
-            i.kind.clone(),
-            i.name.clone(),
-            i.configurations.to_string(),
-            i.runs.to_string(),
-            i.failed_runs.to_string(),
-            i.status.as_str().to_string(),
-        ]);
-    }
-    println!("{t}");
+    println!("{}", pmlab_report::render::store::experiments(&infos));
     Ok(())
-}
-
-fn print_runs(e: &StoredExperiment) {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "run",
-        "round",
-        "order",
-        "configuration",
-        "workload",
-        "duration",
-        "status",
-        "primary",
-        "error",
-    ]);
-    for r in &e.runs {
-        let primary = r
-            .metrics
-            .iter()
-            .find(|m| !m.side)
-            .map(|m| format!("{} {}", pmlab_report::report::fmt_num(m.value), m.unit))
-            .unwrap_or_default();
-        t.add_row([
-            r.id.to_string(),
-            if r.warmup {
-                "warm-up".into()
-            } else {
-                r.round.to_string()
-            },
-            r.position.to_string(),
-            e.configurations[r.configuration].label.clone(),
-            e.workloads[r.workload].label.clone(),
-            format!("{:.3}s", r.duration_ns as f64 / 1e9),
-            r.status.as_str().to_string(),
-            primary,
-            r.error
-                .clone()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string(),
-        ]);
-    }
-    println!("\n{t}");
 }
