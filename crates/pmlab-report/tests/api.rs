@@ -11,11 +11,17 @@ use pmlab_kernel::{Direction, Metric};
 use pmlab_report::render::{tables, Format};
 use pmlab_report::report::{Report, SideSelection};
 use pmlab_store::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
-use pmlab_store::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store};
+use pmlab_store::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoredExperiment};
 use pmlab_store::system::SystemSnapshot;
 
 /// A two-configuration compare of `pipe` with five rounds, stored, finished and loaded.
 fn stored_report(dir: &std::path::Path) -> Report {
+    let e = stored(dir);
+    Report::of(&e, None, &SideSelection::Default).unwrap()
+}
+
+/// The experiment of [`stored_report`], as the store loads it.
+fn stored(dir: &std::path::Path) -> StoredExperiment {
     let mut store = Store::open(&dir.join("r.db")).unwrap();
     let configs: Vec<Configuration> = ["off", "on"]
         .iter()
@@ -71,8 +77,7 @@ fn stored_report(dir: &std::path::Path) -> Report {
     store
         .finish_experiment(ids.experiment, ExperimentStatus::Complete, "target reached")
         .unwrap();
-    let e = store.load(ids.experiment).unwrap();
-    Report::of(&e, None, &SideSelection::Default).unwrap()
+    store.load(ids.experiment).unwrap()
 }
 
 it_test!(a_stored_experiment_renders_in_every_text_format);
@@ -146,6 +151,23 @@ fn analysis_tables_render_as_text_markdown_and_csv() {
     assert_eq!(&rows[1][2], "");
     let plain = tables::plain(&t, &["cpu", "ms", "absent"], 1);
     assert_eq!(plain, "  cpu  ms\n    0 1.3\n    1    \n");
+}
+
+it_test!(the_store_lists_experiments_and_runs_as_tables);
+fn the_store_lists_experiments_and_runs_as_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = stored(dir.path());
+    let runs = pmlab_report::render::store::runs(&e);
+    // One line per run (10), each naming its workload.
+    let rows = runs.lines().filter(|l| l.contains("pipe")).count();
+    assert_eq!(rows, e.runs.len(), "{runs}");
+    assert!(runs.contains("us/op") && runs.contains("ok"), "{runs}");
+    let store = Store::open(&dir.path().join("r.db")).unwrap();
+    let list = pmlab_report::render::store::experiments(&store.list().unwrap());
+    assert!(
+        list.contains("poll on/off") && list.contains("compare"),
+        "{list}"
+    );
 }
 
 fn main() -> std::process::ExitCode {
