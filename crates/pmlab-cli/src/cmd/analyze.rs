@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use pmlab_analysis::all::{self, Analysis, Analyzed, Extras};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
-use pmlab_report::render::tables;
+use pmlab_report::render::{tables, Format};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,9 +44,12 @@ pub struct Args {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
-    /// Print everything as JSON.
+    /// Print everything as JSON (same as --format json).
     #[arg(long)]
     json: bool,
+    /// Output format: table, markdown or json (CSV: one file per table with --export).
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    format: Format,
     /// Show differences (absolute and relative) against this trace.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
@@ -162,7 +165,13 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
     Ok(states)
 }
 
+/// The formats of `pmlab analyze`: its tables are many and differ in columns, so CSV is one
+/// file per table (`--export`), not one stream.
+const ANALYZE_FORMATS: &[Format] = &[Format::Table, Format::Markdown, Format::Json];
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let format = if args.json { Format::Json } else { args.format };
+    let format = format.check("pmlab analyze (CSV: --export DIR)", ANALYZE_FORMATS)?;
     let only: Vec<Analysis> = args
         .only
         .iter()
@@ -224,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    if args.json {
+    if format == Format::Json {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         match &base {
             Some(b) => {
@@ -236,6 +245,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         writeln!(out)?;
         out.flush()?;
+    } else if format == Format::Markdown {
+        println!(
+            "### pmlab analyze {}\n\n{} events, {} CPUs, {:.6} s{}",
+            args.file.display(),
+            report.events,
+            report.cpus,
+            report.span_ns as f64 / 1e9,
+            base.as_ref()
+                .map(|_| " (differences against the baseline)")
+                .unwrap_or("")
+        );
+        for s in &sections {
+            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| d.1.as_slice());
+            print!("{}", tables::analyze_section_markdown(s, diff));
+        }
     } else {
         println!(
             "{}: {} events, {} CPUs, {:.6} s{}",

@@ -64,6 +64,26 @@ pub fn analyze_section(s: &Section, diff: Option<&[Table]>, limit: usize) -> Str
     out
 }
 
+/// One section of `pmlab analyze` as markdown: a heading, why it could not run, every row of
+/// its tables (or of their differences against a baseline), and its notes as a list.
+pub fn analyze_section_markdown(s: &Section, diff: Option<&[Table]>) -> String {
+    let mut out = format!("\n#### {}\n\n", s.name);
+    if let Some(p) = &s.problem {
+        let _ = writeln!(out, "{p}\n");
+    }
+    let tables = match diff {
+        Some(d) if !d.is_empty() => d,
+        _ => s.tables.as_slice(),
+    };
+    for t in tables {
+        out.push_str(&markdown(t, 3));
+    }
+    for n in &s.notes {
+        let _ = writeln!(out, "- {n}");
+    }
+    out
+}
+
 /// A markdown table under its title in bold, followed by a blank line.
 pub fn markdown(t: &Table, prec: usize) -> String {
     let mut out = format!("**{}**\n\n", t.title);
