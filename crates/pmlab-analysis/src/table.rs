@@ -130,27 +130,16 @@ impl Table {
                 .eq(key.iter().map(|s| s.to_string()))
         })
     }
-    /// CSV text (RFC 4180 quoting).
+    /// CSV text (RFC 4180 quoting, by the `csv` crate): a header line, then one line per row.
     pub fn to_csv(&self) -> String {
-        let mut out = String::new();
-        let line = |cells: Vec<String>, out: &mut String| {
-            let q: Vec<String> = cells.into_iter().map(|c| quote(&c)).collect();
-            out.push_str(&q.join(","));
-            out.push('\n');
-        };
-        line(self.columns.clone(), &mut out);
-        for r in &self.rows {
-            line(r.iter().map(Cell::csv).collect(), &mut out);
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let rows = std::iter::once(self.columns.clone())
+            .chain(self.rows.iter().map(|r| r.iter().map(Cell::csv).collect()));
+        for r in rows {
+            w.write_record(&r).expect("writing to memory does not fail");
         }
-        out
-    }
-}
-
-fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+        let bytes = w.into_inner().expect("writing to memory does not fail");
+        String::from_utf8(bytes).expect("the cells are text")
     }
 }
 
@@ -162,7 +151,15 @@ mod tests {
         let mut t = Table::new("t", "T", &["cpu", "name", "v"], 2);
         t.row(vec![0u32.into(), "a,b".into(), 1.5.into()]);
         t.row(vec![1u32.into(), "c".into(), Cell::Empty]);
-        assert_eq!(t.to_csv(), "cpu,name,v\n0,\"a,b\",1.5\n1,c,\n");
+        t.row(vec![
+            2u32.into(),
+            "say \"hi\"\nthere".into(),
+            Cell::Float(-0.25),
+        ]);
+        assert_eq!(
+            t.to_csv(),
+            "cpu,name,v\n0,\"a,b\",1.5\n1,c,\n2,\"say \"\"hi\"\"\nthere\",-0.25\n"
+        );
         assert_eq!(t.find(&["1", "c"]).unwrap()[2], Cell::Empty);
         assert!(t.find(&["2", "c"]).is_none());
     }

@@ -75,8 +75,15 @@ pub enum LabError {
     /// A signal stopped the run; the workload's workers were killed.
     #[error("interrupted: the workload's workers were killed")]
     Interrupted,
+    /// `--reference` names no configuration of the experiment.
     #[error("--reference {label}: no configuration has that label (labels: {})", labels.join(", "))]
-    NoReference { label: String, labels: Vec<String> },
+    NoReference {
+        /// The label asked for.
+        label: String,
+        /// The experiment's configuration labels.
+        labels: Vec<String>,
+    },
+    /// The result store could not be opened.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }

@@ -45,6 +45,8 @@ pub enum SideSelection {
 }
 
 impl SideSelection {
+    /// The selection `--side` names: `default`, `totals`, `all`, `none`, or a comma-separated
+    /// list of names (a trailing `*` matches a prefix).
     pub fn parse(s: &str) -> SideSelection {
         match s {
             "default" => SideSelection::Default,
@@ -86,12 +88,16 @@ impl SideSelection {
 /// A side metric of one row.
 #[derive(Debug, Clone, Serialize)]
 pub struct SideCell {
+    /// The metric's name.
     pub name: String,
     /// The CPU of a per-CPU metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// Its unit.
     pub unit: String,
+    /// Its summary over the row's runs (None without values).
     pub summary: Option<Summary>,
+    /// Its change against the row this one is compared with.
     pub comparison: Option<Comparison>,
 }
 
@@ -109,16 +115,21 @@ impl SideCell {
 /// One configuration of one workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// The configuration's label.
     pub label: String,
     /// The knobs, or `as found`.
     pub knobs: String,
     /// Measured runs (ok + failed) and failures.
     pub runs: usize,
+    /// Measured runs that failed.
     pub failed: usize,
+    /// The primary metric over the runs that succeeded.
     pub primary: Option<Summary>,
     /// The label of the row this one is compared with (None for the reference itself).
     pub versus: Option<String>,
+    /// The primary metric's change against `versus`.
     pub comparison: Option<Comparison>,
+    /// The side metrics selected for the report.
     pub side: Vec<SideCell>,
     /// Raw primary values in run order (for JSON consumers).
     pub values: Vec<f64>,
@@ -129,7 +140,9 @@ pub struct Row {
 /// The knee of a sweep, by label.
 #[derive(Debug, Clone, Serialize)]
 pub struct KneeReport {
+    /// The knee configuration's label.
     pub label: String,
+    /// The configuration with the best mean.
     pub best: String,
     /// Noise margin, as a fraction of the best mean.
     pub margin: f64,
@@ -138,10 +151,15 @@ pub struct KneeReport {
 /// One workload's table.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadReport {
+    /// The workload's label.
     pub label: String,
+    /// Its primary metric.
     pub primary: Option<MetricInfo>,
+    /// One row per configuration.
     pub rows: Vec<Row>,
+    /// The side metrics the rows carry, in column order.
     pub side_metrics: Vec<MetricInfo>,
+    /// The knee of a sweep.
     pub knee: Option<KneeReport>,
 }
 
@@ -150,25 +168,40 @@ pub struct WorkloadReport {
 pub struct Header {
     /// e.g. `experiment 12 (sweep)` or `experiments 3 vs 7`.
     pub title: String,
+    /// The experiments shown.
     pub ids: Vec<i64>,
+    /// The kind of experiment (`compare`, `sweep`, ...).
     pub kind: String,
+    /// The experiment's name.
     pub name: String,
+    /// How it ended (`complete`, `stopped`, ...).
     pub status: String,
+    /// Why it stopped (empty when the budget or the CI target ended it as planned).
     pub stop_reason: String,
+    /// The seed of the per-round shuffles.
     pub seed: u64,
+    /// Start time (UTC).
     pub started: String,
+    /// Rounds run.
     pub rounds: usize,
+    /// Measured runs.
     pub runs: usize,
+    /// Measured runs that failed.
     pub failed_runs: usize,
+    /// The 95% CI target, as a fraction of the mean.
     pub target_ci: f64,
+    /// The command line that ran it.
     pub command: String,
 }
 
 /// Everything the renderers need.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// What ran, how it stopped.
     pub header: Header,
+    /// The systems it ran on (one per distinct boot).
     pub systems: Vec<SystemSnapshot>,
+    /// One table per workload.
     pub workloads: Vec<WorkloadReport>,
     /// Lines worth saying under the tables (failed runs, outliers, skew, boots differ).
     pub notes: Vec<String>,
@@ -393,12 +426,21 @@ fn unit_of(primary: &Option<MetricInfo>) -> String {
 /// Why a report cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReportError {
+    /// `--reference` names no configuration of the experiment.
     #[error("no configuration labelled `{label}` (there are: {labels})")]
-    NoSuchConfiguration { label: String, labels: String },
+    NoSuchConfiguration {
+        /// The label asked for.
+        label: String,
+        /// The labels there are, comma-separated.
+        labels: String,
+    },
+    /// Fewer than two configurations.
     #[error("nothing to compare")]
     NothingToCompare,
+    /// The experiments share no workload (their labels are given).
     #[error("experiments {0} have no workload in common")]
     NoCommonWorkload(String),
+    /// The experiments' primary metrics differ (the two names).
     #[error("primary metrics differ: {0} vs {1}")]
     PrimaryDiffers(String, String),
 }
@@ -659,7 +701,9 @@ pub fn direction_words(d: Direction) -> &'static str {
 /// A plain table: headers and rows of cells, used by the terminal, markdown and mail renderers.
 #[derive(Debug, Clone)]
 pub struct Grid {
+    /// Column headers.
     pub headers: Vec<String>,
+    /// Rows of cells, one per header.
     pub rows: Vec<Vec<String>>,
     /// Columns aligned right (numbers).
     pub right: Vec<bool>,

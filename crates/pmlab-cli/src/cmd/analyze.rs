@@ -3,10 +3,10 @@
 //! differences against a baseline trace.
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::{self, Analysis, Analyzed, Extras, Section};
+use pmlab_analysis::all::{self, Analysis, Analyzed, Extras};
 use pmlab_analysis::energy::Model;
 use pmlab_analysis::{baseline, crosscheck, export, Options, StateInfo, Table};
+use pmlab_report::render::{tables, Format};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,9 +45,12 @@ pub struct Args {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
-    /// Print everything as JSON.
+    /// Print everything as JSON (same as --format json).
     #[arg(long)]
     json: bool,
+    /// Output format: table, markdown or json (CSV: one file per table with --export).
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    format: Format,
     /// Show differences (absolute and relative) against this trace.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
@@ -205,7 +208,13 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
     Ok(states)
 }
 
+/// The formats of `pmlab analyze`: its tables are many and differ in columns, so CSV is one
+/// file per table (`--export`), not one stream.
+const ANALYZE_FORMATS: &[Format] = &[Format::Table, Format::Markdown, Format::Json];
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let format = if args.json { Format::Json } else { args.format };
+    let format = format.check("pmlab analyze (CSV: --export DIR)", ANALYZE_FORMATS)?;
     let only: Vec<Analysis> = args
         .only
         .iter()
@@ -293,7 +302,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    if args.json {
+    if format == Format::Json {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         match &base {
             Some(b) => {
@@ -305,6 +314,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         writeln!(out)?;
         out.flush()?;
+    } else if format == Format::Markdown {
+        println!(
+            "### pmlab analyze {}\n\n{} events, {} CPUs, {:.6} s{}",
+            args.file.display(),
+            report.events,
+            report.cpus,
+            report.span_ns as f64 / 1e9,
+            base.as_ref()
+                .map(|_| " (differences against the baseline)")
+                .unwrap_or("")
+        );
+        for s in &sections {
+            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| d.1.as_slice());
+            print!("{}", tables::analyze_section_markdown(s, diff));
+        }
     } else {
         println!(
             "{}: {} events, {} CPUs, {:.6} s{}",
@@ -316,52 +340,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|_| "  (differences against the baseline)")
                 .unwrap_or("")
         );
+        let limit = if args.all_rows { usize::MAX } else { 40 };
         for s in &sections {
-            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| &d.1);
-            print_section(s, diff, args.all_rows);
+            let diff = diffs.iter().find(|d| d.0 == s.name).map(|d| d.1.as_slice());
+            print!("{}", tables::analyze_section(s, diff, limit));
         }
     }
     if sections.iter().all(|s| s.tables.is_empty()) {
         bail!("no analysis could run on {}", args.file.display());
     }
     Ok(())
-}
-
-fn print_section(s: &Section, diff: Option<&Vec<Table>>, all_rows: bool) {
-    println!("\n== {} ==", s.name);
-    if let Some(p) = &s.problem {
-        println!("{p}");
-    }
-    let tables = match diff {
-        Some(d) if !d.is_empty() => d,
-        _ => &s.tables,
-    };
-    for t in tables {
-        print_table(t, all_rows);
-    }
-    for n in &s.notes {
-        println!("note: {n}");
-    }
-}
-
-fn print_table(t: &Table, all_rows: bool) {
-    println!("{}", t.title);
-    if t.rows.is_empty() {
-        println!("  (no rows)");
-        return;
-    }
-    let mut c = Comfy::new();
-    c.load_preset(UTF8_FULL_CONDENSED);
-    c.set_header(t.columns.clone());
-    let limit = if all_rows { usize::MAX } else { 40 };
-    for r in t.rows.iter().take(limit) {
-        c.add_row(r.iter().map(|x| x.text(3)).collect::<Vec<_>>());
-    }
-    println!("{c}");
-    if t.rows.len() > limit {
-        println!(
-            "  … {} more rows (--all-rows, --json or --export for all)",
-            t.rows.len() - limit
-        );
-    }
 }

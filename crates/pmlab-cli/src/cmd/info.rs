@@ -2,12 +2,10 @@
 //! states, haltpoll, cpufreq, RAPL, tracefs, sched features, hotplug states) and what
 //! pmlab can do on it. Read-only; works without root ("needs root" where it must).
 
-mod render;
-
 use anyhow::{bail, Result};
-use pmlab_kernel::sysinfo::{Capabilities, SystemInfo};
+use pmlab_kernel::sysinfo::SystemInfo;
 use pmlab_kernel::Root;
-use serde::Serialize;
+use pmlab_report::render::info;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -31,13 +29,6 @@ pub struct Args {
     root: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
-struct Out<'a> {
-    #[serde(flatten)]
-    info: &'a SystemInfo,
-    capabilities: &'a Capabilities,
-}
-
 pub fn run(args: Args) -> Result<()> {
     let root = match &args.root {
         Some(d) if !d.is_dir() => bail!("--root {}: not a directory", d.display()),
@@ -47,13 +38,9 @@ pub fn run(args: Args) -> Result<()> {
     let info = SystemInfo::read(&root);
     let caps = info.capabilities();
     if args.json {
-        let out = Out {
-            info: &info,
-            capabilities: &caps,
-        };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", info::json(&info, &caps)?);
     } else {
-        print!("{}", render::render(&info, &caps, args.verbose));
+        print!("{}", info::text(&info, &caps, args.verbose));
     }
     Ok(())
 }

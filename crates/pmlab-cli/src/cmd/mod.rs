@@ -20,3 +20,13 @@ pub mod sweep;
 pub mod top;
 pub mod trace;
 pub mod whatif;
+
+use pmlab_report::render::Format;
+
+/// `--format` of a command that prints text on stdout: every [`Format`] but html, refused
+/// while the arguments are parsed, before anything runs.
+pub fn text_format(s: &str) -> Result<Format, String> {
+    let f = <Format as clap::ValueEnum>::from_str(s, false)?;
+    f.check("a command that prints text", Format::TEXT)
+        .map_err(|e| e.to_string())
+}

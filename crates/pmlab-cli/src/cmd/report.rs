@@ -2,7 +2,7 @@
 //! findings and tables) for experiments or a study in the store.
 
 use anyhow::{bail, Context};
-use pmlab_report::html::{self, findings::findings};
+use pmlab_report::html;
 use pmlab_report::render::Format;
 use pmlab_store::store::Store;
 use pmlab_study::{self as study, record};
@@ -18,13 +18,6 @@ Examples:
 IDs are experiment numbers (`pmlab results list`), `study` (the latest study) or
 `study:N`. HTML goes to DIR/report.html with raw CSV/JSON in DIR/data/.";
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReportFormat {
-    Html,
-    Mail,
-    Markdown,
-}
-
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
@@ -33,8 +26,9 @@ pub struct Args {
     /// Directory of the HTML report (default: ./pmlab-report, or the study's directory).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Output format: html (a directory), mail or markdown (text on stdout).
     #[arg(long, value_enum, default_value = "html")]
-    pub format: ReportFormat,
+    pub format: Format,
     /// The result store.
     #[arg(long, value_name = "PATH", default_value = "pmlab.db")]
     pub db: PathBuf,
@@ -109,10 +103,15 @@ fn input(args: &Args) -> anyhow::Result<(html::Input, Option<PathBuf>)> {
     ))
 }
 
+/// The formats of `pmlab report`: the whole report (tables, findings, stages) as a page or
+/// as text; an experiment's tables alone come from `pmlab results show`.
+const REPORT_FORMATS: &[Format] = &[Format::Html, Format::Mail, Format::Markdown];
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let format = args.format.check("pmlab report", REPORT_FORMATS)?;
     let (input, study_dir) = input(&args)?;
-    match args.format {
-        ReportFormat::Html => {
+    match format {
+        Format::Html => {
             let dir = args
                 .out
                 .clone()
@@ -130,48 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             println!("{}", w.html.display());
         }
-        ReportFormat::Mail | ReportFormat::Markdown => {
-            let reports = html::reports(&input.experiments)?;
-            let items: Vec<_> = input.experiments.iter().zip(reports.iter()).collect();
-            let all = findings(&items, &input.stages);
-            let md = args.format == ReportFormat::Markdown;
-            println!("{}{}\n", if md { "# " } else { "" }, input.title);
-            println!("{}", if md { "## Summary\n" } else { "Summary:" });
-            for (i, f) in all.iter().take(3).enumerate() {
-                let lines = wrap(&f.text, if md { 1000 } else { 68 }, 4);
-                println!("{}. {}", i + 1, lines.join("\n"));
-            }
-            println!();
-            for s in &input.stages {
-                if s.status != "done" {
-                    let line = format!("{}: {} — {}", s.stage, s.status, s.reason);
-                    let lines = wrap(&line, if md { 1000 } else { 70 }, 2);
-                    println!("{}{}", if md { "- " } else { "" }, lines.join("\n"));
-                }
-            }
-            let fmt = if md { Format::Markdown } else { Format::Mail };
-            for r in &reports {
-                println!();
-                print!("{}", fmt.renderer().render(r)?);
-            }
-        }
+        _ => print!("{}", html::text::text(&input, format == Format::Markdown)?),
     }
     Ok(())
-}
-
-/// Wrap at `limit` columns; continuation lines indented by `indent`.
-fn wrap(text: &str, limit: usize, indent: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for word in text.split_whitespace() {
-        let cur = lines.last_mut().expect("one line");
-        if !cur.trim().is_empty() && cur.chars().count() + 1 + word.chars().count() > limit {
-            lines.push(" ".repeat(indent) + word);
-        } else {
-            if !cur.trim().is_empty() {
-                cur.push(' ');
-            }
-            cur.push_str(word);
-        }
-    }
-    lines
 }

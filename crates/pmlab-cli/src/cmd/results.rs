@@ -1,12 +1,11 @@
 //! `pmlab results list|show|compare|export`: read the result store. Statistics are derived
 //! from the stored runs at read time.
 
-use super::run_spec::FormatArg;
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use pmlab_report::render::Format;
 use pmlab_report::report::{Report, SideSelection};
 use pmlab_store::lineup::{self, LineUpBy};
-use pmlab_store::store::{format_time, Store, StoredExperiment};
+use pmlab_store::store::{Store, StoredExperiment};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -117,9 +116,9 @@ pub enum ByArg {
 
 #[derive(clap::Args)]
 pub struct View {
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Output format: table, markdown, mail, json or csv.
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -132,9 +131,9 @@ pub struct View {
 }
 
 impl View {
-    fn format(&self) -> FormatArg {
+    fn format(&self) -> Format {
         if self.json {
-            FormatArg::Json
+            Format::Json
         } else {
             self.format
         }
@@ -194,9 +193,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 view.reference.as_deref(),
                 &SideSelection::parse(&view.side),
             )?;
-            print!("{}", view.format().format().renderer().render(&report)?);
-            if runs && view.format() == FormatArg::Table {
-                print_runs(&e);
+            print!("{}", view.format().renderer().render(&report)?);
+            if runs && view.format() == Format::Table {
+                println!("\n{}", pmlab_report::render::store::runs(&e));
             }
             Ok(())
         }
@@ -225,7 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 (None, None) => unreachable!("clap requires ID2 without --by"),
             };
-            print!("{}", view.format().format().renderer().render(&report)?);
+            print!("{}", view.format().renderer().render(&report)?);
             Ok(())
         }
         Sub::Export {
@@ -280,76 +279,6 @@ fn list(store: &Store, json: bool) -> anyhow::Result<()> {
         println!("no experiments in {}", store.path().display());
         return Ok(());
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "id",
-        "started (UTC)",
-        "kind",
-        "name",
-        "configs",
-        "runs",
-        "failed",
-        "status",
-    ]);
-    for i in infos {
-        t.add_row([
-            i.id.to_string(),
-            format_time(i.created_ns),
-            i.kind.clone(),
-            i.name.clone(),
-            i.configurations.to_string(),
-            i.runs.to_string(),
-            i.failed_runs.to_string(),
-            i.status.as_str().to_string(),
-        ]);
-    }
-    println!("{t}");
+    println!("{}", pmlab_report::render::store::experiments(&infos));
     Ok(())
-}
-
-fn print_runs(e: &StoredExperiment) {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "run",
-        "round",
-        "order",
-        "configuration",
-        "workload",
-        "duration",
-        "status",
-        "primary",
-        "error",
-    ]);
-    for r in &e.runs {
-        let primary = r
-            .metrics
-            .iter()
-            .find(|m| !m.side)
-            .map(|m| format!("{} {}", pmlab_report::report::fmt_num(m.value), m.unit))
-            .unwrap_or_default();
-        t.add_row([
-            r.id.to_string(),
-            if r.warmup {
-                "warm-up".into()
-            } else {
-                r.round.to_string()
-            },
-            r.position.to_string(),
-            e.configurations[r.configuration].label.clone(),
-            e.workloads[r.workload].label.clone(),
-            format!("{:.3}s", r.duration_ns as f64 / 1e9),
-            r.status.as_str().to_string(),
-            primary,
-            r.error
-                .clone()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string(),
-        ]);
-    }
-    println!("\n{t}");
 }

@@ -41,28 +41,6 @@ Instead of [[configuration]] tables, [[sweep]] tables give a cartesian product:
 
 Command-line options override the file's.";
 
-/// Output format of an experiment or a results command.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FormatArg {
-    Table,
-    Markdown,
-    Mail,
-    Json,
-    Csv,
-}
-
-impl FormatArg {
-    pub fn format(self) -> Format {
-        match self {
-            FormatArg::Table => Format::Table,
-            FormatArg::Markdown => Format::Markdown,
-            FormatArg::Mail => Format::Mail,
-            FormatArg::Json => Format::Json,
-            FormatArg::Csv => Format::Csv,
-        }
-    }
-}
-
 /// Run order (hidden; sequential exists to demonstrate drift).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrderArg {
@@ -103,9 +81,9 @@ pub struct ExperimentOpts {
     /// The configuration the others are compared with (a label; default: the first).
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Output format: table, markdown, mail, json or csv.
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    pub format: Format,
     /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
     #[arg(long, value_name = "LIST", default_value = "default")]
     pub side: String,
@@ -347,11 +325,11 @@ fn print_report(
     store: &Store,
     id: i64,
     side: &SideSelection,
-    format: FormatArg,
+    format: Format,
 ) -> anyhow::Result<()> {
     let e = store.load(id)?;
     let report = Report::of(&e, None, side)?;
-    print!("{}", format.format().renderer().render(&report)?);
+    print!("{}", format.renderer().render(&report)?);
     Ok(())
 }
 

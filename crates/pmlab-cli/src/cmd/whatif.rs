@@ -2,9 +2,9 @@
 //! call the replay engine (`pmlab_analysis::replay`) and print its report.
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::replay::{self, Config, HaltpollParams, Policy, WhatifReport};
-use pmlab_analysis::{Options, Table, Tabular};
+use pmlab_analysis::replay::{self, Config, HaltpollParams, Policy};
+use pmlab_analysis::Options;
+use pmlab_report::render::{tables, Format};
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "Examples:
@@ -76,9 +76,9 @@ pub struct Args {
     /// Print the report as JSON (same as --format json).
     #[arg(long)]
     json: bool,
-    /// Output format: table, markdown, mail, json, csv.
-    #[arg(long, default_value = "table", value_name = "FORMAT")]
-    format: String,
+    /// Output format: table, markdown, mail, json or csv.
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    format: Format,
 }
 
 /// A poll value: a duration with a unit, or a bare number of ns.
@@ -122,14 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|v| parse_value(v))
             .collect::<anyhow::Result<_>>()?
     };
-    let format = if args.json {
-        "json"
-    } else {
-        args.format.as_str()
-    };
-    if !["table", "markdown", "md", "mail", "json", "csv"].contains(&format) {
-        bail!("--format {format:?}: choose table, markdown, mail, json or csv");
-    }
+    let format = if args.json { Format::Json } else { args.format };
     let pingpong = match args.workload_pids.as_slice() {
         [] => None,
         [a, b] if *a > 0 && *b > 0 => Some((*a, *b)),
@@ -185,95 +178,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.notes.push(n.into());
     }
     std::mem::forget(trace);
-    print(&file, format, &report)
-}
-
-fn print(file: &std::path::Path, format: &str, r: &WhatifReport) -> anyhow::Result<()> {
-    let tables = r.tables();
-    let notes = r.notes();
-    match format {
-        "json" => println!("{}", serde_json::to_string_pretty(r)?),
-        "csv" => {
-            for t in &tables {
-                print!("{}", t.to_csv());
-            }
-        }
-        "markdown" | "md" => {
-            println!("### pmlab whatif {}\n", file.display());
-            for t in &tables {
-                println!("**{}**\n", t.title);
-                println!("| {} |", t.columns.join(" | "));
-                println!("|{}", "---|".repeat(t.columns.len()));
-                for row in &t.rows {
-                    let cells: Vec<String> = row.iter().map(|c| c.text(2)).collect();
-                    println!("| {} |", cells.join(" | "));
-                }
-                println!();
-            }
-            for n in &notes {
-                println!("- {n}");
-            }
-        }
-        "mail" => {
-            println!("pmlab whatif {}", file.display());
-            for t in tables.iter().take(1) {
-                print_plain(t);
-            }
-            for n in &notes {
-                println!("  * {n}");
-            }
-        }
-        _ => {
-            println!(
-                "{}: {:.6} s replayed under {:?}",
-                file.display(),
-                r.span_ns as f64 / 1e9,
-                r.policy
-            );
-            for t in &tables {
-                println!("{}", t.title);
-                let mut c = Comfy::new();
-                c.load_preset(UTF8_FULL_CONDENSED);
-                c.set_header(t.columns.clone());
-                for row in &t.rows {
-                    c.add_row(row.iter().map(|x| x.text(2)).collect::<Vec<_>>());
-                }
-                println!("{c}");
-            }
-            for n in &notes {
-                println!("note: {n}");
-            }
-        }
-    }
+    print!("{}", tables::whatif(&file, &report, format)?);
     Ok(())
-}
-
-/// A plain fixed-width table (for mail): the main columns only, fit for a cover letter.
-fn print_plain(t: &Table) {
-    let keep = [
-        "value_us",
-        "caught",
-        "missed",
-        "catch_pct",
-        "poll_wall_pct",
-        "saved_ms",
-        "us_per_op_first",
-        "us_per_op_causal",
-    ];
-    let idx: Vec<usize> = keep.iter().filter_map(|k| t.col(k)).collect();
-    let rows: Vec<Vec<String>> =
-        std::iter::once(idx.iter().map(|&i| t.columns[i].clone()).collect())
-            .chain(
-                t.rows
-                    .iter()
-                    .map(|r| idx.iter().map(|&i| r[i].text(1)).collect()),
-            )
-            .collect();
-    let w: Vec<usize> = (0..idx.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let line: Vec<String> = r.iter().zip(&w).map(|(c, w)| format!("{c:>w$}")).collect();
-        println!("  {}", line.join(" "));
-    }
 }

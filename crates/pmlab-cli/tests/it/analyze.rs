@@ -674,3 +674,28 @@ fn reading_commands_end_quietly_on_a_closed_pipe() {
         );
     }
 }
+
+it_test!(analyze_format_markdown_and_refused_formats);
+/// `--format markdown` gives markdown tables; formats analyze cannot produce are refused before
+/// the trace is read, naming the ones it can (CSV is `--export`).
+fn analyze_format_markdown_and_refused_formats() {
+    let f = fixture("trappy_idle.dat");
+    let a = pmlab()
+        .args(["analyze", "--only", "idle", "--format", "markdown"])
+        .arg(&f)
+        .assert()
+        .success();
+    let md = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    assert!(md.starts_with("### pmlab analyze "), "{md}");
+    assert!(md.contains("#### idle") && md.contains("|---|"), "{md}");
+    assert!(!md.contains('┆'), "no terminal table in markdown: {md}");
+    for fmt in ["csv", "mail"] {
+        pmlab()
+            .args(["analyze", "/nonexistent.dat", "--format", fmt])
+            .assert()
+            .failure()
+            .stderr(predicates::str::contains(format!(
+                "--format {fmt} is not supported by pmlab analyze (CSV: --export DIR); choose table, markdown or json"
+            )));
+    }
+}

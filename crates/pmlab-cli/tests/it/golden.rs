@@ -143,6 +143,40 @@ fn golden_results_show_and_mail_report_of_the_recorded_store() {
     );
 }
 
+it_test!(format_values_a_command_cannot_produce_are_refused_naming_the_others);
+/// `--format` takes one set of values everywhere; a command refuses the ones it cannot produce,
+/// says which it can, and writes nothing.
+fn format_values_a_command_cannot_produce_are_refused_naming_the_others() {
+    let (dir, db) = store_copy();
+    let d = dir.path();
+    pmlab()
+        .current_dir(d)
+        .args(["report", "1", "--format", "csv", "--db", &db])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "--format csv is not supported by pmlab report; choose html, mail or markdown",
+        ));
+    assert!(
+        !d.join("pmlab-report").exists(),
+        "a refused report writes nothing"
+    );
+    pmlab()
+        .current_dir(d)
+        .args(["results", "show", "1", "--format", "html", "--db", &db])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "choose table, markdown, mail, json or csv",
+        ));
+    // `md` stays an alias of markdown, as whatif took it.
+    pmlab()
+        .current_dir(d)
+        .args(["results", "show", "1", "--format", "md", "--db", &db])
+        .assert()
+        .success();
+}
+
 /// Who runs the test is not the tree's: every `is_root` becomes `"<masked>"`.
 fn mask_is_root(v: &mut serde_json::Value) {
     match v {

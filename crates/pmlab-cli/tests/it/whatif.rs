@@ -94,6 +94,14 @@ fn whatif_refuses_negative_and_unparsable_values_before_reading_the_trace() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("--format"));
+    // html is a value of the one format type, but not of a command that prints text.
+    pmlab()
+        .args(["whatif", "/nonexistent.dat", "--format", "html"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "--format html is not supported by a command that prints text; choose table, markdown, mail, json or csv",
+        ));
 }
 
 it_test!(whatif_names_missing_events_and_how_to_record_them);

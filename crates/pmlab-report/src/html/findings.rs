@@ -18,9 +18,13 @@ use std::collections::BTreeMap;
 pub struct Finding {
     /// Higher first.
     pub score: u32,
+    /// What it is about (`knee`, `hotplug`, ...).
     pub topic: String,
+    /// The sentence.
     pub text: String,
+    /// The experiment it comes from, if one.
     pub experiment: Option<i64>,
+    /// The numbers in the sentence, by name.
     pub values: BTreeMap<String, serde_json::Value>,
 }
 

@@ -13,10 +13,13 @@ use std::path::{Path, PathBuf};
 /// Why a fleet report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
+    /// A bundle could not be read.
     #[error(transparent)]
     Bundle(#[from] BundleError),
+    /// The runs could not be lined up by host and kernel.
     #[error(transparent)]
     LineUp(#[from] lineup::LineUpError),
+    /// The page could not be written.
     #[error(transparent)]
     Html(#[from] HtmlError),
 }
@@ -24,6 +27,7 @@ pub enum FleetError {
 /// What [`write`] made.
 #[derive(Debug)]
 pub struct FleetReport {
+    /// The page written.
     pub html: PathBuf,
     /// Distinct (host, kernel) pairs.
     pub machines: usize,

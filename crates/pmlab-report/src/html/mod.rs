@@ -16,6 +16,7 @@ pub mod residency;
 pub mod svg;
 pub mod sweep;
 pub mod table;
+pub mod text;
 pub mod traced;
 
 use crate::report::{Report, SideSelection};
@@ -31,29 +32,41 @@ use svg::esc;
 /// Errors writing a report; each names its file.
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlError {
+    /// A file could not be written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The report model of an experiment could not be made.
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
+    /// An experiment's data could not be exported beside the page.
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    /// JSON data of the page could not be written (what, and why).
     #[error("{0}")]
     Json(String, #[source] serde_json::Error),
+    /// A text form of the report could not be rendered.
+    #[error(transparent)]
+    Render(#[from] crate::render::RenderError),
 }
 
 /// One workload of one experiment, with its metric names and CPUs found once.
 pub struct View<'a> {
+    /// The stored experiment.
     pub e: &'a StoredExperiment,
+    /// The index of the workload in `e.workloads`.
     pub w: usize,
     keys: Vec<MetricKey>,
     cpus: Vec<u32>,
 }
 
 impl<'a> View<'a> {
+    /// The view of workload `w` of `e`.
     pub fn new(e: &'a StoredExperiment, w: usize) -> View<'a> {
         let keys: Vec<MetricKey> = e.metric_keys(w).iter().map(|k| k.key()).collect();
         let mut cpus: Vec<u32> = keys.iter().filter_map(|k| k.cpu).collect();
@@ -61,6 +74,7 @@ impl<'a> View<'a> {
         cpus.dedup();
         View { e, w, keys, cpus }
     }
+    /// The workload's label.
     pub fn label(&self) -> &str {
         &self.e.workloads[self.w].label
     }
@@ -98,13 +112,18 @@ impl<'a> View<'a> {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum StageStatus {
+    /// It ran to its end.
     Done,
+    /// It could not run here (the reason says why).
     Skipped,
+    /// It failed (the reason says how).
     Failed,
+    /// It was stopped by a signal.
     Interrupted,
 }
 
 impl StageStatus {
+    /// The status as the store and the text forms write it.
     pub fn as_str(self) -> &'static str {
         match self {
             StageStatus::Done => "done",
@@ -130,16 +149,23 @@ impl PartialEq<&str> for StageStatus {
 /// What a study stage did.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StageNote {
+    /// The stage's name (`idle`, `polling`, ...).
     pub stage: String,
+    /// How it ended.
     pub status: StageStatus,
+    /// Why it was skipped, failed or stopped (empty when done).
     pub reason: String,
+    /// The experiments it stored.
     pub experiments: Vec<i64>,
+    /// Its wall time.
     pub seconds: f64,
 }
 
 /// Everything a report is made of.
 pub struct Input {
+    /// The report's title.
     pub title: String,
+    /// The experiments it shows, loaded from the store.
     pub experiments: Vec<StoredExperiment>,
     /// Study stages (empty for plain experiments).
     pub stages: Vec<StageNote>,
@@ -149,8 +175,11 @@ pub struct Input {
 
 /// A rendered report.
 pub struct Output {
+    /// The HTML page.
     pub html: String,
+    /// The findings, best first.
     pub findings: Vec<Finding>,
+    /// The report model of each experiment.
     pub reports: Vec<Report>,
 }
 
@@ -432,9 +461,13 @@ pub fn render(input: &Input, links: &[(String, String)]) -> Result<Output, HtmlE
 
 /// What [`write`] wrote.
 pub struct Written {
+    /// The page written (`DIR/report.html`).
     pub html: PathBuf,
+    /// Its size.
     pub bytes: usize,
+    /// The findings, best first.
     pub findings: Vec<Finding>,
+    /// The data files written beside it.
     pub data: Vec<PathBuf>,
 }
 

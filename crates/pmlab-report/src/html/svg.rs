@@ -33,13 +33,18 @@ pub fn esc(s: &str) -> String {
 /// A linear map from a data interval to a pixel interval.
 #[derive(Debug, Clone, Copy)]
 pub struct Scale {
+    /// Start of the data interval.
     pub d0: f64,
+    /// End of the data interval.
     pub d1: f64,
+    /// Pixel of `d0`.
     pub r0: f64,
+    /// Pixel of `d1`.
     pub r1: f64,
 }
 
 impl Scale {
+    /// The map of `d0..d1` onto `r0..r1`; an empty or non-finite data interval is widened around its start.
     pub fn new(d0: f64, d1: f64, r0: f64, r1: f64) -> Scale {
         let (d0, d1) = if (d1 - d0).abs() < 1e-12 || !d0.is_finite() || !d1.is_finite() {
             let c = if d0.is_finite() { d0 } else { 0.0 };
@@ -50,6 +55,7 @@ impl Scale {
         };
         Scale { d0, d1, r0, r1 }
     }
+    /// The pixel of data value `v`.
     pub fn at(&self, v: f64) -> f64 {
         self.r0 + (v - self.d0) / (self.d1 - self.d0) * (self.r1 - self.r0)
     }
@@ -122,10 +128,15 @@ pub fn range(values: impl IntoIterator<Item = f64>, zero: bool) -> (f64, f64) {
 
 /// One plot: a frame with margins, scales and accumulated SVG elements.
 pub struct Plot {
+    /// Width in pixels.
     pub width: f64,
+    /// Height in pixels.
     pub height: f64,
+    /// The x scale (inside the margins).
     pub x: Scale,
+    /// The y scale (inside the margins, growing upwards).
     pub y: Scale,
+    /// The SVG elements drawn so far.
     pub body: String,
     title: String,
 }
@@ -134,6 +145,7 @@ pub struct Plot {
 const M: (f64, f64, f64, f64) = (64.0, 16.0, 28.0, 48.0);
 
 impl Plot {
+    /// An empty plot titled `title`, of this size, over data ranges `xr` and `yr`.
     pub fn new(title: &str, width: f64, height: f64, xr: (f64, f64), yr: (f64, f64)) -> Plot {
         Plot {
             width,

@@ -49,11 +49,15 @@ fn needless_line(wr: &WakeupsReport) -> String {
 
 /// The analyses of one traced run.
 pub struct Traced {
+    /// The trace file.
     pub path: String,
+    /// Idle residency, if its events were recorded.
     pub idle: Option<IdleReport>,
+    /// Wakeup causes, if their events were recorded.
     pub wakeups: Option<WakeupsReport>,
     /// What idle polling would have done (a prediction, with bounds).
     pub whatif: Option<WhatifReport>,
+    /// What the analyses said about the trace.
     pub notes: Vec<String>,
 }
 

@@ -2,10 +2,13 @@
 //! (hyperfine style): terminal table, markdown, mail (72 columns), json, csv.
 
 mod csv;
+pub mod info;
 mod json;
 mod mail;
 mod markdown;
+pub mod store;
 mod table;
+pub mod tables;
 
 use crate::report::Report;
 
@@ -13,40 +16,97 @@ use crate::report::Report;
 #[derive(Debug, thiserror::Error)]
 #[error("rendering {format}: {message}")]
 pub struct RenderError {
+    /// The format being rendered.
     pub format: &'static str,
+    /// What went wrong.
     pub message: String,
 }
 
 /// Turns a report into text.
 pub trait Render {
+    /// The report in this renderer's format.
     fn render(&self, report: &Report) -> Result<String, RenderError>;
 }
 
-/// The output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The output formats: the one set of `--format` values of every command that prints results.
+/// A command that cannot produce one of them says which it supports ([`UnsupportedFormat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// A terminal table (comfy-table).
     Table,
+    /// Markdown tables, for issues and pull requests.
+    #[value(alias = "md")]
     Markdown,
+    /// Plain text fit for a mail or a patch cover letter (72 columns).
     Mail,
+    /// JSON.
     Json,
+    /// CSV, through the `csv` crate.
     Csv,
+    /// A directory of HTML pages (`pmlab report` only).
+    Html,
+}
+
+/// A `--format` value that a command cannot produce.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--format {format} is not supported by {command}; choose {}",
+    names(supported)
+)]
+pub struct UnsupportedFormat {
+    /// The command (`pmlab report`).
+    pub command: &'static str,
+    /// The format asked for.
+    pub format: Format,
+    /// The formats the command supports.
+    pub supported: &'static [Format],
+}
+
+fn names(formats: &[Format]) -> String {
+    let n: Vec<String> = formats.iter().map(|f| f.to_string()).collect();
+    match n.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => n.join(""),
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        let v = self.to_possible_value().expect("no Format is skipped");
+        f.write_str(v.get_name())
+    }
 }
 
 impl Format {
-    pub const NAMES: &'static [&'static str] = &["table", "markdown", "mail", "json", "csv"];
+    /// The formats printed as text on stdout (every format but HTML).
+    pub const TEXT: &'static [Format] = &[
+        Format::Table,
+        Format::Markdown,
+        Format::Mail,
+        Format::Json,
+        Format::Csv,
+    ];
 
-    pub fn parse(s: &str) -> Option<Format> {
-        Some(match s {
-            "table" => Format::Table,
-            "markdown" | "md" => Format::Markdown,
-            "mail" => Format::Mail,
-            "json" => Format::Json,
-            "csv" => Format::Csv,
-            _ => return None,
-        })
+    /// This format if `supported` holds it, else an error naming what `command` supports.
+    pub fn check(
+        self,
+        command: &'static str,
+        supported: &'static [Format],
+    ) -> Result<Format, UnsupportedFormat> {
+        if supported.contains(&self) {
+            Ok(self)
+        } else {
+            Err(UnsupportedFormat {
+                command,
+                format: self,
+                supported,
+            })
+        }
     }
 
-    /// The renderer of this format.
+    /// The renderer of this format ([`Format::Html`] is a directory, written by the `html`
+    /// module: its renderer returns an error).
     pub fn renderer(self) -> Box<dyn Render> {
         match self {
             Format::Table => Box::new(table::TableRender),
@@ -56,7 +116,20 @@ impl Format {
             }),
             Format::Json => Box::new(json::JsonRender),
             Format::Csv => Box::new(csv::CsvRender),
+            Format::Html => Box::new(NoHtml),
         }
+    }
+}
+
+/// HTML is not a text on stdout: `pmlab report` writes it into a directory.
+struct NoHtml;
+
+impl Render for NoHtml {
+    fn render(&self, _: &Report) -> Result<String, RenderError> {
+        Err(RenderError {
+            format: "html",
+            message: "an HTML report is a directory: use `pmlab report ID --format html`".into(),
+        })
     }
 }
 
@@ -93,6 +166,27 @@ pub(crate) mod tests {
     /// A sweep with three values and two side metrics, stored and reloaded.
     pub fn sample_report() -> Report {
         sample_report_on("haltpoll")
+    }
+
+    #[test]
+    fn format_values_are_one_set_and_unsupported_ones_name_the_others() {
+        use super::Format;
+        use clap::ValueEnum;
+        assert_eq!(Format::from_str("md", false), Ok(Format::Markdown));
+        assert_eq!(Format::Csv.to_string(), "csv");
+        assert!(Format::from_str("pdf", false).is_err());
+        assert_eq!(
+            Format::Mail.check("pmlab report", Format::TEXT),
+            Ok(Format::Mail)
+        );
+        let e = Format::Html
+            .check("pmlab whatif", Format::TEXT)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--format html is not supported by pmlab whatif; choose table, markdown, mail, json or csv"
+        );
+        assert!(Format::Html.renderer().render(&sample_report()).is_err());
     }
 
     #[test]

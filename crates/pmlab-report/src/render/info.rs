@@ -1,6 +1,7 @@
-//! Text rendering of `pmlab info`: one section per area, idle states as a table,
-//! and the "what pmlab can do here" list.
+//! `pmlab info` for people and for programs: the text form (one section per area, idle
+//! states as a table, and the "what pmlab can do here" list) and the JSON form.
 
+use super::RenderError;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use pmlab_kernel::cpulist::format_cpu_list;
 use pmlab_kernel::sysinfo::cpufreq::Policy;
@@ -148,7 +149,27 @@ fn indent(t: &Table) -> String {
     t.to_string().lines().map(|l| format!("  {l}\n")).collect()
 }
 
-pub fn render(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
+/// The JSON form: the [`SystemInfo`] with its [`Capabilities`] under `capabilities`, pretty.
+pub fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError> {
+    #[derive(serde::Serialize)]
+    struct Out<'a> {
+        #[serde(flatten)]
+        info: &'a SystemInfo,
+        capabilities: &'a Capabilities,
+    }
+    let out = Out {
+        info: si,
+        capabilities: caps,
+    };
+    serde_json::to_string_pretty(&out).map_err(|e| RenderError {
+        format: "json",
+        message: e.to_string(),
+    })
+}
+
+/// The text form; `verbose` lists every hotplug state and sched feature, and the idle
+/// states of every CPU.
+pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "System");
     kv(&mut o, "kernel", show(&si.kernel.release));
