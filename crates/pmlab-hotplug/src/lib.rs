@@ -70,6 +70,9 @@ pub enum HotplugError {
     Interrupted,
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The session's knob transaction (journal, write, read-back or restore).
+    #[error("knob transaction")]
+    Knob(#[from] pmlab_kernel::knob::KnobError),
     /// `hotplug/states` did not parse.
     #[error("{path}")]
     States {
@@ -327,12 +330,18 @@ pub trait HotplugLab {
         progress: &mut dyn lab::Progress,
     ) -> Result<LabResult, HotplugError>;
 
-    /// The hotplug fault-injection walk.
+    /// The hotplug fault-injection walk through the protocol into `store`.
     fn hotplug_inject(
         &self,
         opts: InjectOptions,
+        store: &mut store::Store,
+        command: &str,
         progress: &mut dyn lab::Progress,
     ) -> Result<inject::InjectResult, HotplugError>;
+
+    /// Repair what a killed pmlab session left (its knob journal: CPUs offline, `fail`
+    /// armed, `rcu_expedited`), before the CPUs are looked at; one line per repair.
+    fn hotplug_repair(&self) -> Result<Vec<String>, HotplugError>;
 }
 
 impl HotplugLab for Lab {
@@ -350,9 +359,26 @@ impl HotplugLab for Lab {
     fn hotplug_inject(
         &self,
         mut opts: InjectOptions,
+        store: &mut store::Store,
+        command: &str,
         progress: &mut dyn lab::Progress,
     ) -> Result<inject::InjectResult, HotplugError> {
         opts.stop = self.stop_token();
-        run_inject(&opts, progress)
+        run_inject(&opts, store, command, progress)
     }
+
+    fn hotplug_repair(&self) -> Result<Vec<String>, HotplugError> {
+        // Beginning a transaction on the lab's root restores dead sessions' journals (as
+        // `Lab::transaction` does); this one journals nothing, so dropping it writes nothing.
+        let txn = pmlab_kernel::knob::Transaction::begin(self.root())?;
+        Ok(txn.recovered.clone())
+    }
+}
+
+/// A shuffle seed from the clock, for a session given none (it is recorded and printed).
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
 }
