@@ -35,16 +35,24 @@ use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric};
 /// Which states to walk.
 #[derive(Debug, Clone)]
 pub enum InjectTarget {
+    /// Every state the kernel accepts for injection.
     All,
+    /// One state (by name or number from `hotplug/states`).
     One(HotplugState),
 }
 
+/// What the fault-injection walk does.
 #[derive(Debug, Clone)]
 pub struct InjectOptions {
+    /// Kernel files, under a root (`/` or a fake tree).
     pub paths: Paths,
+    /// CPUs to walk, one at a time.
     pub cpus: Vec<u32>,
+    /// Which states to arm.
     pub target: InjectTarget,
+    /// Trace the walk (rollback times and steps need it).
     pub trace: bool,
+    /// Set by the lab's signal watcher: stop before the next attempt.
     pub stop: Arc<AtomicBool>,
 }
 
@@ -63,20 +71,30 @@ pub enum InjectOutcome {
 /// One armed attempt.
 #[derive(Debug, Clone, Serialize)]
 pub struct InjectAttempt {
+    /// The CPU written.
     pub cpu: u32,
+    /// Offline (`down`, from online) or online (`up`, from offline).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// The armed state's number.
     pub state: i32,
+    /// The armed state's name.
     pub name: String,
+    /// How the attempt ended.
     pub outcome: InjectOutcome,
+    /// errno of the `online` write, when it failed.
     pub errno: Option<i32>,
+    /// Wall time around the `online` write.
     pub wall_ns: u64,
     /// From the failure to the write's return (trace needed).
     pub rollback_ns: Option<u64>,
+    /// Steps rolled back (trace needed).
     pub rollback_steps: Option<usize>,
     /// CPU's `online` and hotplug `state` after the attempt.
     pub online_after: bool,
+    /// `hotplug/state` after the attempt.
     pub state_after: i32,
+    /// `hotplug/fail` after the attempt (-1: disarmed).
     pub fail_after: i32,
     #[serde(skip)]
     start_ns: u64,
@@ -90,12 +108,16 @@ pub struct InjectResult {
     /// The walk's experiment in the store.
     #[serde(skip)]
     pub experiment: i64,
+    /// The CPUs walked.
     pub cpus: Vec<u32>,
     /// Per CPU and direction: states the kernel accepted for arming.
     #[serde(serialize_with = "accepted_short")]
     pub accepted: Vec<(u32, Direction, Vec<i32>)>,
+    /// Every attempt, in walk order.
     pub attempts: Vec<InjectAttempt>,
+    /// Whether the walk was traced.
     pub traced: bool,
+    /// What a reader should know (trace gaps, repairs).
     pub notes: Vec<String>,
 }
 
@@ -115,9 +137,11 @@ impl InjectAttempt {
 }
 
 impl InjectResult {
+    /// How many attempts ended in an outcome that `f` accepts.
     pub fn count(&self, f: impl Fn(&InjectOutcome) -> bool) -> usize {
         self.attempts.iter().filter(|a| f(&a.outcome)).count()
     }
+    /// Whether every attempt rolled back or was not triggered (none unexpected).
     pub fn all_as_expected(&self) -> bool {
         self.count(|o| matches!(o, InjectOutcome::Unexpected(_))) == 0
     }

@@ -29,15 +29,23 @@ use pmlab_workload::{allowed_cpus, Affinity, AffinityGuard};
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
+    /// Kernel files, under a root (`/` or a fake tree).
     pub paths: Paths,
+    /// CPUs to cycle, one at a time.
     pub cpus: Vec<u32>,
+    /// Measured cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels: loader instances running in the background.
     pub loads: Vec<u32>,
+    /// The background loader.
     pub loader: LoaderKind,
+    /// How to start one loader instance.
     pub loader_command: LoaderCommand,
     /// Configurations, baseline first (see [`Mitigation::configurations`]).
     pub configurations: Vec<Mitigation>,
+    /// Seed of the per-round shuffles (recorded with the experiment).
     pub seed: u64,
+    /// Trace the session (per-step times need it).
     pub trace: bool,
     /// Set by a signal handler: stop after the current operation.
     pub stop: Arc<AtomicBool>,
@@ -46,16 +54,24 @@ pub struct LabOptions {
 /// One measured operation.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpRecord {
+    /// The CPU written.
     pub cpu: u32,
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level (loader instances) it ran under.
     pub load: u32,
+    /// The configuration (mitigation) it ran in.
     pub config: Mitigation,
+    /// Round, from 0.
     pub round: u32,
+    /// CLOCK_MONOTONIC just before the write.
     pub start_ns: u64,
+    /// CLOCK_MONOTONIC just after it returned.
     pub end_ns: u64,
     /// Wall time around the write(2).
     pub wall_ns: u64,
+    /// Its cpuhp steps, when traced.
     pub trace: Option<OpTrace>,
 }
 
@@ -65,26 +81,40 @@ pub struct LabResult {
     /// The session's experiment in the store.
     #[serde(skip)]
     pub experiment: i64,
+    /// CPUs cycled.
     pub cpus: Vec<u32>,
+    /// Measured cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels.
     pub loads: Vec<u32>,
+    /// The background loader.
     pub loader: LoaderKind,
+    /// Configurations, baseline first.
     pub configurations: Vec<Mitigation>,
+    /// Seed of the per-round shuffles.
     pub seed: u64,
+    /// How kthread-boost was applied, when it was compared.
     pub boost_mode: Option<BoostMode>,
+    /// Whether the session was traced.
     pub traced: bool,
     /// Stopped early by a signal; `ops` holds what was measured until then.
     pub interrupted: bool,
+    /// Every measured operation, in run order.
     pub ops: Vec<OpRecord>,
+    /// What a reader should know (repairs, loaders that exited, trace gaps).
     pub notes: Vec<String>,
+    /// `hotplug/states` as read at the start.
     #[serde(skip)]
     pub states: StateTable,
 }
 
 /// Progress callbacks (the CLI draws a bar).
 pub trait Progress {
+    /// The session starts: `total_ops` operations are planned.
     fn begin(&mut self, total_ops: u64);
+    /// One operation done; `message` says which.
     fn step(&mut self, message: &str);
+    /// The session is over.
     fn finish(&mut self);
 }
 
