@@ -30,7 +30,9 @@ pub enum BoostMode {
 /// cgroup v1 `cpu` controller or v2 with `cpu` enabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CgroupVersion {
+    /// cgroup v1: a `cpu` hierarchy of its own.
     V1,
+    /// cgroup v2: the unified hierarchy with `cpu` enabled.
     V2,
 }
 
@@ -57,7 +59,9 @@ pub fn find_cpu_hierarchy(cgroup_fs: &Path) -> Option<(PathBuf, CgroupVersion)> 
 pub struct BoostCgroup {
     hierarchy: PathBuf,
     dir: PathBuf,
+    /// The cgroup version of the hierarchy it was made in.
     pub version: CgroupVersion,
+    /// What it does around each online operation.
     pub mode: BoostMode,
     /// Processes currently moved in by `enter`.
     moved: Vec<i32>,
@@ -103,6 +107,7 @@ impl BoostCgroup {
         Ok(g)
     }
 
+    /// The boost group's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -7,31 +7,52 @@
 //! Injection fires only where the state has a callback for the direction taken; an armed
 //! state without one lets the operation succeed and stays armed. Such attempts are reported
 //! as "not triggered", the state is disarmed and the CPU put back.
+//!
+//! The walk is an experiment of the protocol (kind `inject`): one workload per planned
+//! attempt (CPU, direction, state), run once each in walk order (sequential order, one
+//! round), each attempt stored by the protocol as it completes; rollback times from the
+//! trace are added to the stored runs at the end, as the latency lab adds its steps.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::lab::{MachineGuard, Progress};
+use super::lab::{begin_transaction, Progress};
+use super::runs::{configuration, lower, ms};
 use super::states::{HotplugState, StateTable};
 use super::sysfs::{CpuFiles, Direction};
 use super::tracer::{LabTracer, TimedOp};
-use super::{HotplugError, Paths};
+use super::{HotplugError, Mitigation, Paths};
+use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
+use crate::protocol::{self, ProtocolError, Silent, StopReason};
+use crate::spec::{Budget, Configuration, Experiment, Kind, Order, WorkloadDef};
+use crate::store::Store;
+use crate::system::SystemSnapshot;
+use pmlab_kernel::knob::Transaction;
+use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric};
 
 /// Which states to walk.
 #[derive(Debug, Clone)]
 pub enum InjectTarget {
+    /// Every state the kernel accepts for injection.
     All,
+    /// One state (by name or number from `hotplug/states`).
     One(HotplugState),
 }
 
+/// What the fault-injection walk does.
 #[derive(Debug, Clone)]
 pub struct InjectOptions {
+    /// Kernel files, under a root (`/` or a fake tree).
     pub paths: Paths,
+    /// CPUs to walk, one at a time.
     pub cpus: Vec<u32>,
+    /// Which states to arm.
     pub target: InjectTarget,
+    /// Trace the walk (rollback times and steps need it).
     pub trace: bool,
+    /// Set by the lab's signal watcher: stop before the next attempt.
     pub stop: Arc<AtomicBool>,
 }
 
@@ -50,20 +71,30 @@ pub enum InjectOutcome {
 /// One armed attempt.
 #[derive(Debug, Clone, Serialize)]
 pub struct InjectAttempt {
+    /// The CPU written.
     pub cpu: u32,
+    /// Offline (`down`, from online) or online (`up`, from offline).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// The armed state's number.
     pub state: i32,
+    /// The armed state's name.
     pub name: String,
+    /// How the attempt ended.
     pub outcome: InjectOutcome,
+    /// errno of the `online` write, when it failed.
     pub errno: Option<i32>,
+    /// Wall time around the `online` write.
     pub wall_ns: u64,
     /// From the failure to the write's return (trace needed).
     pub rollback_ns: Option<u64>,
+    /// Steps rolled back (trace needed).
     pub rollback_steps: Option<usize>,
     /// CPU's `online` and hotplug `state` after the attempt.
     pub online_after: bool,
+    /// `hotplug/state` after the attempt.
     pub state_after: i32,
+    /// `hotplug/fail` after the attempt (-1: disarmed).
     pub fail_after: i32,
     #[serde(skip)]
     start_ns: u64,
@@ -74,12 +105,19 @@ pub struct InjectAttempt {
 /// The walk's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct InjectResult {
+    /// The walk's experiment in the store.
+    #[serde(skip)]
+    pub experiment: i64,
+    /// The CPUs walked.
     pub cpus: Vec<u32>,
     /// Per CPU and direction: states the kernel accepted for arming.
     #[serde(serialize_with = "accepted_short")]
     pub accepted: Vec<(u32, Direction, Vec<i32>)>,
+    /// Every attempt, in walk order.
     pub attempts: Vec<InjectAttempt>,
+    /// Whether the walk was traced.
     pub traced: bool,
+    /// What a reader should know (trace gaps, repairs).
     pub notes: Vec<String>,
 }
 
@@ -99,9 +137,11 @@ impl InjectAttempt {
 }
 
 impl InjectResult {
+    /// How many attempts ended in an outcome that `f` accepts.
     pub fn count(&self, f: impl Fn(&InjectOutcome) -> bool) -> usize {
         self.attempts.iter().filter(|a| f(&a.outcome)).count()
     }
+    /// Whether every attempt rolled back or was not triggered (none unexpected).
     pub fn all_as_expected(&self) -> bool {
         self.count(|o| matches!(o, InjectOutcome::Unexpected(_))) == 0
     }
@@ -180,22 +220,137 @@ fn attempt(
     })
 }
 
-/// Walk the injectable states of each CPU in both directions (down first, from online).
+/// The walk as an executor of the protocol: workload `k` is the `k`th planned attempt.
+struct AttemptExecutor<'a> {
+    paths: &'a Paths,
+    cpus: &'a [u32],
+    plan: Vec<(CpuFiles, Direction, HotplugState)>,
+    /// CPUs' `online`/`fail` journaled before the first write; restored by `restore`.
+    txn: Transaction,
+    attempts: Vec<InjectAttempt>,
+    /// Where each attempt's run is in the store: (round, position).
+    places: Vec<(usize, usize)>,
+    /// A failure that ended the walk (returned as it is, not as text).
+    fatal: Option<HotplugError>,
+    progress: &'a mut dyn Progress,
+}
+
+impl Executor for AttemptExecutor<'_> {
+    fn validate(&mut self, _: &Experiment) -> Result<(), ExecError> {
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: &Experiment) -> SystemSnapshot {
+        let mut system = SystemSnapshot::read(&self.paths.root);
+        system.knobs = super::runs::knobs_as_found(&self.paths.root, self.cpus);
+        system
+    }
+
+    fn configure(&mut self, _: &Configuration) -> Result<(), ExecError> {
+        Ok(())
+    }
+
+    fn run(&mut self, _: &WorkloadDef, context: &RunContext) -> Result<RunOutput, RunError> {
+        let (cpu, dir, state) = &self.plan[context.workload];
+        let a = match attempt(cpu, *dir, state) {
+            Ok(a) => a,
+            Err(e) => {
+                let message = ExecError::Invalid(error_chain(&e));
+                self.fatal = Some(e);
+                return Err(RunError::Fatal(message));
+            }
+        };
+        self.progress.step(&format!(
+            "cpu{} {} {}:{}",
+            cpu.cpu,
+            dir.short(),
+            state.number,
+            state.name
+        ));
+        let outcome = a.outcome.clone();
+        let side = vec![
+            Metric::new("cpu", a.cpu as f64, "", MetricDirection::Neutral),
+            Metric::new("inject.state", a.state as f64, "", MetricDirection::Neutral),
+            Metric::new(
+                "inject.rolled_back",
+                (a.outcome == InjectOutcome::RolledBack) as u8 as f64,
+                "",
+                MetricDirection::Neutral,
+            ),
+        ];
+        let wall = a.wall_ns;
+        self.attempts.push(a);
+        self.places.push((context.round, context.position));
+        match outcome {
+            // The run fails with what went wrong; the walk goes on.
+            InjectOutcome::Unexpected(d) => Err(RunError::Exec(HotplugError::Unexpected(d).into())),
+            _ => Ok(RunOutput {
+                metrics: vec![lower("inject.wall_ms", ms(wall), "ms")],
+                side_metrics: side,
+                trace_path: None,
+            }),
+        }
+    }
+
+    fn restore(&mut self) -> Result<(), ExecError> {
+        Ok(self.txn.restore().map_err(HotplugError::from)?)
+    }
+}
+
+/// The walk's experiment: one configuration (the baseline), one workload per attempt.
+fn experiment_of(plan: &[(CpuFiles, Direction, HotplugState)]) -> Experiment {
+    let workloads = plan
+        .iter()
+        .map(|(cpu, dir, state)| {
+            let argv: Vec<String> = [
+                "hotplug",
+                "inject-fail",
+                dir.short(),
+                "--cpus",
+                &cpu.cpu.to_string(),
+                "--state",
+                &state.number.to_string(),
+            ]
+            .map(String::from)
+            .to_vec();
+            WorkloadDef {
+                label: format!("{} {}", argv.join(" "), state.name),
+                argv,
+            }
+        })
+        .collect();
+    Experiment::new(
+        Kind::Inject,
+        "hotplug inject-fail".into(),
+        vec![configuration(Mitigation::None)],
+        workloads,
+        None,
+    )
+    .expect("one configuration, distinct attempts")
+}
+
+/// Walk the injectable states of each CPU in both directions (down first, from online),
+/// through the protocol into `store` (one run per attempt).
 pub fn run_inject(
     opts: &InjectOptions,
+    store: &mut Store,
+    command: &str,
     progress: &mut dyn Progress,
 ) -> Result<InjectResult, HotplugError> {
     let sys_cpu = opts.paths.sys_cpu();
     let table = StateTable::read(&sys_cpu)?;
-    let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
+    let txn = begin_transaction(&opts.paths, &opts.cpus)?;
     let tracer = if opts.trace {
         Some(LabTracer::start(&opts.paths, &opts.cpus)?)
     } else {
         None
     };
     let mut accepted = Vec::new();
-    let mut attempts = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = txn
+        .recovered
+        .iter()
+        .map(|l| format!("repaired what a killed pmlab session left: {l}"))
+        .collect();
     let stop = || {
         if opts.stop.load(Ordering::Relaxed) {
             Err(HotplugError::Interrupted)
@@ -207,51 +362,80 @@ pub fn run_inject(
         InjectTarget::All => true,
         InjectTarget::One(s) => s.number == n,
     };
-    // First find what each CPU accepts in each direction, so progress has a total.
-    let mut plan: Vec<(CpuFiles, Direction, Vec<i32>)> = Vec::new();
+    // First find what each CPU accepts in each direction: the plan, one run per attempt.
+    let mut plan: Vec<(CpuFiles, Direction, HotplugState)> = Vec::new();
     for &c in &opts.cpus {
         let cpu = CpuFiles::new(&sys_cpu, c);
         for dir in [Direction::Offline, Direction::Online] {
             stop()?;
             cpu.set_online(!dir.online_after())?;
             let acc = accepted_states(&cpu, &table)?;
-            accepted.push((c, dir, acc.clone()));
-            plan.push((
-                cpu.clone(),
-                dir,
-                acc.into_iter().filter(|&n| wanted(n)).collect(),
-            ));
+            for &n in acc.iter().filter(|&&n| wanted(n)) {
+                let state = HotplugState {
+                    number: n,
+                    name: table.name_of(n).unwrap_or("?").to_string(),
+                };
+                plan.push((cpu.clone(), dir, state));
+            }
+            accepted.push((c, dir, acc));
         }
         cpu.set_online(true)?;
     }
-    if let InjectTarget::One(s) = &opts.target {
-        if plan.iter().all(|(_, _, v)| v.is_empty()) {
-            return Err(HotplugError::Invalid(format!(
+    if plan.is_empty() {
+        return Err(HotplugError::Invalid(match &opts.target {
+            InjectTarget::One(s) => format!(
                 "hotplug state {} ({}) does not accept fault injection in either direction \
                  (atomic STARTING/DYING state, or no callbacks)",
                 s.number, s.name
-            )));
-        }
+            ),
+            InjectTarget::All => "no hotplug state accepts fault injection on these CPUs".into(),
+        }));
     }
-    progress.begin(plan.iter().map(|(_, _, v)| v.len() as u64).sum());
-    for (cpu, dir, states) in &plan {
-        for &n in states {
-            stop()?;
-            let state = HotplugState {
-                number: n,
-                name: table.name_of(n).unwrap_or("?").to_string(),
-            };
-            let a = attempt(cpu, *dir, &state)?;
-            progress.step(&format!(
-                "cpu{} {} {}:{}",
-                cpu.cpu,
-                dir.short(),
-                n,
-                state.name
-            ));
-            attempts.push(a);
-        }
+    progress.begin(plan.len() as u64);
+    let experiment = experiment_of(&plan);
+    let budget = Budget {
+        target_ci: 0.0,
+        max_runs: Some(plan.len()),
+        min_rounds: 1,
+        order: Order::Sequential,
+        stop_when_decided: false,
+        warmup: false,
+        settle: std::time::Duration::ZERO,
+        ..Budget::default()
+    };
+    let mut exec = AttemptExecutor {
+        paths: &opts.paths,
+        cpus: &opts.cpus,
+        plan,
+        txn,
+        attempts: Vec::new(),
+        places: Vec::new(),
+        fatal: None,
+        progress,
+    };
+    let outcome = protocol::run_experiment(
+        store,
+        &mut exec,
+        &experiment,
+        &budget,
+        command,
+        &opts.stop,
+        &mut Silent,
+    );
+    if let Some(e) = exec.fatal.take() {
+        return Err(e);
     }
+    let outcome = outcome.map_err(|e| match e {
+        ProtocolError::Invalid(e) => HotplugError::Unexpected(error_chain(&e)),
+        ProtocolError::Store(e) => HotplugError::Store(e),
+        ProtocolError::Restore { error, .. } => HotplugError::Unexpected(error),
+    })?;
+    match &outcome.stop {
+        StopReason::Interrupted => return Err(HotplugError::Interrupted),
+        StopReason::Error(e) => return Err(HotplugError::Unexpected(e.clone())),
+        _ => {}
+    }
+    let mut attempts = std::mem::take(&mut exec.attempts);
     if let Some(t) = tracer {
         let timed: Vec<TimedOp> = attempts
             .iter()
@@ -264,7 +448,8 @@ pub fn run_inject(
             .collect();
         let (traces, trace_notes) = t.finish(&timed, &table)?;
         notes.extend(trace_notes);
-        for (a, tr) in attempts.iter_mut().zip(traces) {
+        let mut rollback = Vec::new();
+        for ((a, tr), &place) in attempts.iter_mut().zip(traces).zip(&exec.places) {
             if a.outcome != InjectOutcome::RolledBack {
                 continue;
             }
@@ -279,13 +464,17 @@ pub fn run_inject(
                     a.rollback_steps = Some(0);
                 }
             }
+            if let Some(rb) = a.rollback_ns {
+                rollback.push((place, vec![lower("inject.rollback_ms", ms(rb), "ms")]));
+            }
         }
+        store.add_side_metrics(outcome.experiment_id, &rollback)?;
     } else {
         notes.push("not traced: rollback times need tracefs".into());
     }
-    guard.restore()?;
-    progress.finish();
+    exec.progress.finish();
     Ok(InjectResult {
+        experiment: outcome.experiment_id,
         cpus: opts.cpus.clone(),
         accepted,
         attempts,
@@ -316,6 +505,7 @@ mod tests {
         assert_eq!(cpu.fail().unwrap(), -1);
         // Directions are written down/up, in the attempts and in `accepted` alike.
         let r = InjectResult {
+            experiment: 0,
             cpus: vec![1],
             accepted: vec![(1, Direction::Online, vec![5])],
             attempts: vec![a],
@@ -325,5 +515,80 @@ mod tests {
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["attempts"][0]["direction"], "down");
         assert_eq!(j["accepted"], serde_json::json!([[1, "up", [5]]]));
+    }
+
+    #[test]
+    fn the_walk_goes_through_the_protocol_into_the_store() {
+        let t = tempfile::tempdir().unwrap();
+        let sys_cpu = t.path().join("sys/devices/system/cpu");
+        fake_sys_cpu(&sys_cpu, 2);
+        let table = StateTable::read(&sys_cpu).unwrap();
+        let opts = InjectOptions {
+            paths: Paths::new(t.path()),
+            cpus: vec![1],
+            target: InjectTarget::One(table.states[5].clone()),
+            trace: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let mut store = Store::in_memory().unwrap();
+        let r = run_inject(
+            &opts,
+            &mut store,
+            "pmlab hotplug",
+            &mut crate::lab::NoProgress,
+        )
+        .unwrap();
+        // One attempt per direction; regular files accept the writes, so neither triggers.
+        let dirs: Vec<Direction> = r.attempts.iter().map(|a| a.direction).collect();
+        assert_eq!(dirs, [Direction::Offline, Direction::Online]);
+        assert!(r
+            .attempts
+            .iter()
+            .all(|a| a.outcome == InjectOutcome::NotTriggered));
+        let cpu = CpuFiles::new(&sys_cpu, 1);
+        assert!(cpu.is_online().unwrap());
+        assert_eq!(cpu.fail().unwrap(), -1);
+        // Stored by the protocol: kind inject, one run per attempt, in walk order.
+        let e = store.load(r.experiment).unwrap();
+        assert_eq!(e.info.kind, Kind::Inject);
+        assert_eq!(e.workloads.len(), 2);
+        assert_eq!(e.runs.len(), 2);
+        for (k, run) in e.runs.iter().enumerate() {
+            assert_eq!(run.workload, k);
+            assert_eq!(run.status, crate::store::RunStatus::Ok);
+            assert_eq!(run.metrics[0].name, "inject.wall_ms");
+        }
+        assert_eq!(e.workloads[0].argv[..3], ["hotplug", "inject-fail", "down"]);
+    }
+
+    #[test]
+    fn a_walk_with_nothing_to_attempt_is_refused_and_stores_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let sys_cpu = t.path().join("sys/devices/system/cpu");
+        fake_sys_cpu(&sys_cpu, 2);
+        let opts = InjectOptions {
+            paths: Paths::new(t.path()),
+            cpus: vec![1],
+            target: InjectTarget::One(HotplugState {
+                number: 999,
+                name: "nonesuch".into(),
+            }),
+            trace: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let mut store = Store::in_memory().unwrap();
+        let e = run_inject(
+            &opts,
+            &mut store,
+            "pmlab hotplug",
+            &mut crate::lab::NoProgress,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("does not accept fault injection"),
+            "{e}"
+        );
+        assert!(store.list().unwrap().is_empty());
+        assert!(CpuFiles::new(&sys_cpu, 1).is_online().unwrap());
     }
 }

@@ -4,7 +4,6 @@
 //! timed around its write and stored as it completes; the session is traced whole and
 //! each operation's steps are added to its run at the end.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -23,22 +22,30 @@ use crate::protocol::{self, ProtocolError, Silent, StopReason};
 use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
-use pmlab_kernel::knob::{KnobError, Transaction};
+use pmlab_kernel::knob::Transaction;
 use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric, Root};
 use pmlab_workload::{allowed_cpus, Affinity, AffinityGuard};
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
+    /// Kernel files, under a root (`/` or a fake tree).
     pub paths: Paths,
+    /// CPUs to cycle, one at a time.
     pub cpus: Vec<u32>,
+    /// Measured cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels: loader instances running in the background.
     pub loads: Vec<u32>,
+    /// The background loader.
     pub loader: LoaderKind,
+    /// How to start one loader instance.
     pub loader_command: LoaderCommand,
     /// Configurations, baseline first (see [`Mitigation::configurations`]).
     pub configurations: Vec<Mitigation>,
+    /// Seed of the per-round shuffles (recorded with the experiment).
     pub seed: u64,
+    /// Trace the session (per-step times need it).
     pub trace: bool,
     /// Set by a signal handler: stop after the current operation.
     pub stop: Arc<AtomicBool>,
@@ -47,16 +54,24 @@ pub struct LabOptions {
 /// One measured operation.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpRecord {
+    /// The CPU written.
     pub cpu: u32,
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level (loader instances) it ran under.
     pub load: u32,
+    /// The configuration (mitigation) it ran in.
     pub config: Mitigation,
+    /// Round, from 0.
     pub round: u32,
+    /// CLOCK_MONOTONIC just before the write.
     pub start_ns: u64,
+    /// CLOCK_MONOTONIC just after it returned.
     pub end_ns: u64,
     /// Wall time around the write(2).
     pub wall_ns: u64,
+    /// Its cpuhp steps, when traced.
     pub trace: Option<OpTrace>,
 }
 
@@ -66,26 +81,40 @@ pub struct LabResult {
     /// The session's experiment in the store.
     #[serde(skip)]
     pub experiment: i64,
+    /// CPUs cycled.
     pub cpus: Vec<u32>,
+    /// Measured cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels.
     pub loads: Vec<u32>,
+    /// The background loader.
     pub loader: LoaderKind,
+    /// Configurations, baseline first.
     pub configurations: Vec<Mitigation>,
+    /// Seed of the per-round shuffles.
     pub seed: u64,
+    /// How kthread-boost was applied, when it was compared.
     pub boost_mode: Option<BoostMode>,
+    /// Whether the session was traced.
     pub traced: bool,
     /// Stopped early by a signal; `ops` holds what was measured until then.
     pub interrupted: bool,
+    /// Every measured operation, in run order.
     pub ops: Vec<OpRecord>,
+    /// What a reader should know (repairs, loaders that exited, trace gaps).
     pub notes: Vec<String>,
+    /// `hotplug/states` as read at the start.
     #[serde(skip)]
     pub states: StateTable,
 }
 
 /// Progress callbacks (the CLI draws a bar).
 pub trait Progress {
+    /// The session starts: `total_ops` operations are planned.
     fn begin(&mut self, total_ops: u64);
+    /// One operation done; `message` says which.
     fn step(&mut self, message: &str);
+    /// The session is over.
     fn finish(&mut self);
 }
 
@@ -97,97 +126,43 @@ impl Progress for NoProgress {
     fn finish(&mut self) {}
 }
 
-/// Restores, on drop, each CPU's `online` and `fail` and the rcu_expedited knob as found.
-/// The originals are journaled by a `pmlab_kernel::knob::Transaction` before anything is
-/// written, so a session killed by SIGKILL is repaired by the next pmlab command.
-pub struct MachineGuard {
-    cpus: Vec<(CpuFiles, bool)>,
-    rcu: Option<(PathBuf, String)>,
-    txn: Transaction,
-    /// What the transaction repaired of dead sessions (one line each).
-    pub recovered: Vec<String>,
-}
-
-fn knob_err(e: KnobError) -> HotplugError {
-    HotplugError::Unexpected(format!("knob journal: {e}"))
-}
-
-impl MachineGuard {
-    pub fn new(paths: &Paths, cpus: &[u32]) -> Result<MachineGuard, HotplugError> {
-        let sys_cpu = paths.sys_cpu();
-        let mut v = Vec::new();
-        for &c in cpus {
-            let f = CpuFiles::new(&sys_cpu, c);
-            let online = f.is_online()?;
-            v.push((f, online));
-        }
-        let rcu_path = paths.rcu_expedited();
-        let rcu = match read_trimmed(&rcu_path) {
-            Ok(v) => Some((rcu_path, v)),
-            Err(_) => None,
-        };
-        let mut txn = Transaction::begin(&Root::new(paths.root.clone())).map_err(knob_err)?;
-        let recovered = std::mem::take(&mut txn.recovered);
-        // Journal each CPU's `online` (then its `fail`: restored first, last journaled first).
-        let online: Vec<String> = v
-            .iter()
-            .map(|(f, on)| format!("cpu.online@{}={}", f.cpu, u8::from(*on)))
-            .collect();
-        txn.apply(&online).map_err(knob_err)?;
-        let fail: Vec<String> = v
-            .iter()
-            .filter(|(f, _)| f.fail().map(|x| x == -1).unwrap_or(false))
+/// Begin the session's knob transaction (the kernel's one kind, journals of dead pmlab
+/// sessions restored first) and journal in it each CPU's `online` and `fail` as found,
+/// before anything is written: `Transaction::restore` (also on drop, and after a SIGKILL
+/// the next pmlab command) puts them back, `fail` first (journaled last).
+pub(crate) fn begin_transaction(paths: &Paths, cpus: &[u32]) -> Result<Transaction, HotplugError> {
+    let sys_cpu = paths.sys_cpu();
+    let mut txn = Transaction::begin(&Root::new(paths.root.clone()))?;
+    let mut online = Vec::new();
+    let mut fail = Vec::new();
+    for &c in cpus {
+        let f = CpuFiles::new(&sys_cpu, c);
+        online.push(format!("cpu.online@{c}={}", u8::from(f.is_online()?)));
+        if f.fail().map(|x| x == -1).unwrap_or(false) {
             // The knob names the file as on the machine; the transaction puts it under its root.
-            .map(|(f, _)| format!("sysfs:/sys/devices/system/cpu/cpu{}/hotplug/fail=-1", f.cpu))
-            .collect();
-        if !fail.is_empty() {
-            txn.apply(&fail).map_err(knob_err)?;
+            fail.push(format!(
+                "sysfs:/sys/devices/system/cpu/cpu{c}/hotplug/fail=-1"
+            ));
         }
-        Ok(MachineGuard {
-            cpus: v,
-            rcu,
-            txn,
-            recovered,
-        })
     }
-
-    /// Set `rcu_expedited` (1, or as found) through the knob transaction.
-    pub fn set_rcu_expedited(&mut self, on: bool) -> Result<(), HotplugError> {
-        let (_, orig) = self.rcu.as_ref().ok_or_else(|| {
-            HotplugError::Unsupported("this kernel has no /sys/kernel/rcu_expedited".into())
-        })?;
-        let want = if on { "1" } else { orig.as_str() };
-        self.txn
-            .apply(&[format!("rcu.expedited={want}")])
-            .map_err(knob_err)
+    txn.apply(&online)?;
+    if !fail.is_empty() {
+        txn.apply(&fail)?;
     }
-
-    /// Put everything back; returns the first problem (after trying everything).
-    pub fn restore(&mut self) -> Result<(), HotplugError> {
-        let mut first = None;
-        for (f, online) in &self.cpus {
-            if f.fail().map(|v| v != -1).unwrap_or(false) {
-                if let Err(e) = f.set_fail(-1) {
-                    first.get_or_insert(e);
-                }
-            }
-            if let Err(e) = f.set_online(*online) {
-                first.get_or_insert(e);
-            }
-        }
-        if let Err(e) = self.txn.restore() {
-            first.get_or_insert(knob_err(e));
-        }
-        first.map_or(Ok(()), Err)
-    }
+    Ok(txn)
 }
 
-impl Drop for MachineGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.restore() {
-            eprintln!("pmlab: warning: restoring the machine: {e}");
-        }
-    }
+/// Set `rcu_expedited` to 1 (`on`) or back to `found` through the session's transaction.
+fn set_rcu_expedited(
+    txn: &mut Transaction,
+    found: Option<&str>,
+    on: bool,
+) -> Result<(), HotplugError> {
+    let found = found.ok_or_else(|| {
+        HotplugError::Unsupported("this kernel has no /sys/kernel/rcu_expedited".into())
+    })?;
+    let want = if on { "1" } else { found };
+    Ok(txn.apply(&[format!("rcu.expedited={want}")])?)
 }
 
 /// One timed operation; a kernel refusal is an error naming the errno.
@@ -211,7 +186,10 @@ fn timed_op(cpu: &CpuFiles, dir: Direction) -> Result<TimedWrite, HotplugError> 
 /// the level changes they are restarted and one unrecorded cycle per CPU warms them up.
 struct CycleExecutor<'a> {
     opts: &'a LabOptions,
-    guard: MachineGuard,
+    /// CPUs' `online`/`fail` journaled, `rcu_expedited` set through it.
+    txn: Transaction,
+    /// `rcu_expedited` as found (None: this kernel has none).
+    rcu_found: Option<String>,
     boost: Option<BoostCgroup>,
     cpus: Vec<CpuFiles>,
     /// Per workload: load level, index into `cpus`, direction.
@@ -320,8 +298,13 @@ impl Executor for CycleExecutor<'_> {
         let m = Self::mitigation(configuration)?;
         if self.config != Some(m) {
             // After a signal the knob write is refused: the protocol stops as interrupted.
-            self.guard
-                .set_rcu_expedited_if(m, &self.opts.configurations)?;
+            if self.opts.configurations.contains(&Mitigation::RcuExpedited) {
+                set_rcu_expedited(
+                    &mut self.txn,
+                    self.rcu_found.as_deref(),
+                    m == Mitigation::RcuExpedited,
+                )?;
+            }
             self.config = Some(m);
         }
         Ok(())
@@ -381,12 +364,12 @@ impl Executor for CycleExecutor<'_> {
     }
 
     fn restore(&mut self) -> Result<(), ExecError> {
-        // rcu_expedited is put back by the guard's transaction with the CPUs.
+        // rcu_expedited is put back by the transaction with the CPUs.
         self.stop_loaders();
         if let Some(b) = self.boost.as_mut() {
             b.remove()?;
         }
-        Ok(self.guard.restore()?)
+        Ok(self.txn.restore()?)
     }
 }
 
@@ -423,7 +406,7 @@ fn experiment_of(opts: &LabOptions) -> (Experiment, Vec<(u32, usize, Direction)>
         groups.push(group);
     }
     let experiment = Experiment::new(
-        Kind::RunSpec,
+        Kind::Hotplug,
         "hotplug".into(),
         configurations,
         workloads,
@@ -446,8 +429,9 @@ pub fn run_lab(
 ) -> Result<LabResult, HotplugError> {
     let sys_cpu = opts.paths.sys_cpu();
     let states = StateTable::read(&sys_cpu)?;
-    let mut guard = MachineGuard::new(&opts.paths, &opts.cpus)?;
-    let mut notes: Vec<String> = guard
+    let mut txn = begin_transaction(&opts.paths, &opts.cpus)?;
+    let rcu_found = read_trimmed(&opts.paths.rcu_expedited()).ok();
+    let mut notes: Vec<String> = txn
         .recovered
         .iter()
         .map(|l| format!("repaired what a killed pmlab session left: {l}"))
@@ -469,7 +453,7 @@ pub fn run_lab(
     let boost_mode = boost.as_ref().map(|b| b.mode);
     if opts.configurations.contains(&Mitigation::RcuExpedited) {
         // Refuse before any operation when the knob is missing.
-        guard.set_rcu_expedited(false)?;
+        set_rcu_expedited(&mut txn, rcu_found.as_deref(), false)?;
     }
     let tracer = if opts.trace {
         Some(LabTracer::start(&opts.paths, &opts.cpus)?)
@@ -494,7 +478,8 @@ pub fn run_lab(
     progress.begin((opts.cycles as usize * per_round) as u64);
     let mut exec = CycleExecutor {
         opts,
-        guard,
+        txn,
+        rcu_found,
         boost,
         cpus: opts
             .cpus
@@ -609,20 +594,6 @@ fn pin_writer(
         .apply()
         .map_err(HotplugError::Affinity)?;
     Ok(Some(guard))
-}
-
-impl MachineGuard {
-    /// rcu_expedited on for the rcu-expedited configuration, as found otherwise.
-    fn set_rcu_expedited_if(
-        &mut self,
-        config: Mitigation,
-        all: &[Mitigation],
-    ) -> Result<(), HotplugError> {
-        if all.contains(&Mitigation::RcuExpedited) {
-            self.set_rcu_expedited(config == Mitigation::RcuExpedited)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

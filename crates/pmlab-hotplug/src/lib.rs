@@ -5,10 +5,14 @@
 //! Every path leaves the machine as found: CPUs back in their original state, `fail` files
 //! at -1, knobs restored, loaders stopped, the boost cgroup and tracefs instance removed.
 
+#![warn(missing_docs)]
+
 pub mod boost;
 pub mod inject;
 pub mod lab;
 pub mod loaders;
+// The session report is kept by the output path's owner; its docs come with that work.
+#[allow(missing_docs)]
 pub mod report;
 pub mod runs;
 pub mod states;
@@ -36,44 +40,71 @@ pub use sysfs::{CpuFiles, Direction};
 /// Errors of the hotplug lab; each names the file it failed on.
 #[derive(Debug, thiserror::Error)]
 pub enum HotplugError {
+    /// A kernel file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// A kernel file held something the lab cannot read.
     #[error("{path}: {what}")]
-    Parse { path: PathBuf, what: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong with it.
+        what: String,
+    },
+    /// The kernel refused a write (EBUSY, EAGAIN, EINVAL...).
     #[error("writing {value:?} to {path}: {} ({meaning})", std::io::Error::from_raw_os_error(*errno))]
     Refused {
+        /// The file.
         path: PathBuf,
+        /// The value written.
         value: String,
+        /// The kernel's errno.
         errno: i32,
+        /// What that errno means for hotplug.
         meaning: &'static str,
     },
+    /// A request refused before anything was touched (CPU list, state, options).
     #[error("{0}")]
     Invalid(String),
+    /// This machine lacks what the request needs (no `rcu_expedited`, no cgroup `cpu`).
     #[error("{0}")]
     Unsupported(String),
+    /// A loader could not be started or stopped.
     #[error("{what}: {source}")]
     Loader {
+        /// What was being done.
         what: String,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
     /// Reading or setting the writer's CPU affinity.
     #[error("CPU affinity of the hotplug writer")]
     Affinity(#[source] std::io::Error),
+    /// The machine did something the lab did not expect (described).
     #[error("{0}")]
     Unexpected(String),
+    /// Stopped by a signal; everything was put back.
     #[error("interrupted; CPUs, knobs and cgroups were restored and loaders stopped")]
     Interrupted,
+    /// The result store.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The session's knob transaction (journal, write, read-back or restore).
+    #[error("knob transaction")]
+    Knob(#[from] pmlab_kernel::knob::KnobError),
     /// `hotplug/states` did not parse.
     #[error("{path}")]
     States {
+        /// The file.
         path: PathBuf,
+        /// What did not parse.
         #[source]
         source: InputError,
     },
@@ -83,26 +114,53 @@ pub enum HotplugError {
 /// line of `hotplug/states`. Nothing has run when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
+    /// A mitigation word that is not one.
     #[error("unknown mitigation {0:?}: expected rcu-expedited, kthread-boost or none")]
     UnknownMitigation(String),
+    /// A loader word that is not one.
     #[error("unknown loader {0:?}: expected wakeup, spin or messaging")]
     UnknownLoader(String),
+    /// A line of `hotplug/states` that is not `N: name`.
     #[error("line {line}: expected `N: name`, found {text:?}")]
-    StateLine { line: usize, text: String },
+    StateLine {
+        /// Line number, from 1.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+    /// A state number that is not a number.
     #[error("line {line}: bad state number {text:?}")]
-    StateNumber { line: usize, text: String },
+    StateNumber {
+        /// Line number, from 1.
+        line: usize,
+        /// The number as written.
+        text: String,
+    },
+    /// `hotplug/states` lists nothing.
     #[error("no states")]
     NoStates,
+    /// No state has that name or number.
     #[error(
         "no hotplug state {spec:?} in /sys/devices/system/cpu/hotplug/states{}",
         similar_hint(.similar)
     )]
-    UnknownState { spec: String, similar: Vec<String> },
+    UnknownState {
+        /// The STATE given.
+        spec: String,
+        /// Names that look like it.
+        similar: Vec<String>,
+    },
+    /// More than one state has that name.
     #[error(
         "hotplug state name {spec:?} is ambiguous: numbers {}; give the number",
         join(.numbers)
     )]
-    AmbiguousState { spec: String, numbers: Vec<i32> },
+    AmbiguousState {
+        /// The name given.
+        spec: String,
+        /// The states that have it.
+        numbers: Vec<i32>,
+    },
 }
 
 fn similar_hint(similar: &[String]) -> String {
@@ -134,6 +192,7 @@ pub enum Mitigation {
 }
 
 impl Mitigation {
+    /// A mitigation by its command-line word (`rcu-expedited`, `kthread-boost`, `none`).
     pub fn parse(s: &str) -> Result<Mitigation, InputError> {
         match s {
             "none" => Ok(Mitigation::None),
@@ -142,6 +201,7 @@ impl Mitigation {
             other => Err(InputError::UnknownMitigation(other.to_string())),
         }
     }
+    /// Its command-line word.
     pub fn as_str(self) -> &'static str {
         match self {
             Mitigation::None => "none",
@@ -166,25 +226,31 @@ pub use pmlab_kernel::cpulist::{format_cpu_list, parse_cpu_list};
 /// Paths of the kernel files the lab uses, under a root ("/" or a fake tree).
 #[derive(Debug, Clone)]
 pub struct Paths {
+    /// The root: `/` on the machine, a temporary directory for a fake tree.
     pub root: PathBuf,
 }
 
 impl Paths {
+    /// Paths under `root`.
     pub fn new(root: impl Into<PathBuf>) -> Paths {
         Paths { root: root.into() }
     }
     fn at(&self, abs: &str) -> PathBuf {
         self.root.join(abs.trim_start_matches('/'))
     }
+    /// `/sys/devices/system/cpu`.
     pub fn sys_cpu(&self) -> PathBuf {
         self.at("/sys/devices/system/cpu")
     }
+    /// `/sys/kernel/rcu_expedited`.
     pub fn rcu_expedited(&self) -> PathBuf {
         self.at("/sys/kernel/rcu_expedited")
     }
+    /// `/sys/fs/cgroup`.
     pub fn cgroup_fs(&self) -> PathBuf {
         self.at("/sys/fs/cgroup")
     }
+    /// `/sys/kernel/tracing`.
     pub fn tracefs(&self) -> PathBuf {
         self.at("/sys/kernel/tracing")
     }
@@ -327,12 +393,18 @@ pub trait HotplugLab {
         progress: &mut dyn lab::Progress,
     ) -> Result<LabResult, HotplugError>;
 
-    /// The hotplug fault-injection walk.
+    /// The hotplug fault-injection walk through the protocol into `store`.
     fn hotplug_inject(
         &self,
         opts: InjectOptions,
+        store: &mut store::Store,
+        command: &str,
         progress: &mut dyn lab::Progress,
     ) -> Result<inject::InjectResult, HotplugError>;
+
+    /// Repair what a killed pmlab session left (its knob journal: CPUs offline, `fail`
+    /// armed, `rcu_expedited`), before the CPUs are looked at; one line per repair.
+    fn hotplug_repair(&self) -> Result<Vec<String>, HotplugError>;
 }
 
 impl HotplugLab for Lab {
@@ -350,9 +422,26 @@ impl HotplugLab for Lab {
     fn hotplug_inject(
         &self,
         mut opts: InjectOptions,
+        store: &mut store::Store,
+        command: &str,
         progress: &mut dyn lab::Progress,
     ) -> Result<inject::InjectResult, HotplugError> {
         opts.stop = self.stop_token();
-        run_inject(&opts, progress)
+        run_inject(&opts, store, command, progress)
     }
+
+    fn hotplug_repair(&self) -> Result<Vec<String>, HotplugError> {
+        // Beginning a transaction on the lab's root restores dead sessions' journals (as
+        // `Lab::transaction` does); this one journals nothing, so dropping it writes nothing.
+        let txn = pmlab_kernel::knob::Transaction::begin(self.root())?;
+        Ok(txn.recovered.clone())
+    }
+}
+
+/// A shuffle seed from the clock, for a session given none (it is recorded and printed).
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
 }

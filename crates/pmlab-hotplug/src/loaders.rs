@@ -25,6 +25,7 @@ pub enum LoaderKind {
 }
 
 impl LoaderKind {
+    /// A loader by its command-line word (`wakeup`, `spin`, `messaging`).
     pub fn parse(s: &str) -> Result<LoaderKind, InputError> {
         match s {
             "wakeup" => Ok(LoaderKind::Wakeup),
@@ -33,6 +34,7 @@ impl LoaderKind {
             other => Err(InputError::UnknownLoader(other.to_string())),
         }
     }
+    /// Its command-line word.
     pub fn as_str(self) -> &'static str {
         match self {
             LoaderKind::Wakeup => "wakeup",
@@ -45,7 +47,9 @@ impl LoaderKind {
 /// How to start one loader instance: `program args...` (normally `pmlab run KIND ...`).
 #[derive(Debug, Clone)]
 pub struct LoaderCommand {
+    /// The program.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<String>,
 }
 
@@ -89,6 +93,7 @@ impl LoaderCommand {
 #[derive(Debug)]
 pub struct Loaders {
     children: Vec<Child>,
+    /// What they run.
     pub kind: LoaderKind,
 }
 
@@ -153,6 +158,7 @@ impl Loaders {
         Ok(loaders)
     }
 
+    /// How many instances were started.
     pub fn count(&self) -> usize {
         self.children.len()
     }

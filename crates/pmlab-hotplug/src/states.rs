@@ -10,13 +10,16 @@ use super::{HotplugError, InputError};
 /// One line of `hotplug/states`: ` 83: cpu:bringup`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HotplugState {
+    /// The state's number (its index in the kernel's `enum cpuhp_state`).
     pub number: i32,
+    /// The state's name (`sched:active`).
     pub name: String,
 }
 
 /// The whole table, in kernel order (ascending numbers).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StateTable {
+    /// Every state, in number order.
     pub states: Vec<HotplugState>,
 }
 
@@ -31,6 +34,7 @@ impl StateTable {
         StateTable::parse(&text).map_err(|source| HotplugError::States { path, source })
     }
 
+    /// Parse the text of `hotplug/states`.
     pub fn parse(text: &str) -> Result<StateTable, InputError> {
         let mut states = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -58,6 +62,7 @@ impl StateTable {
         Ok(StateTable { states })
     }
 
+    /// The name of state `number`, if the table has it.
     pub fn name_of(&self, number: i32) -> Option<&str> {
         self.states
             .iter()
@@ -127,12 +132,16 @@ impl StateTable {
 /// See [`StateTable::arch_range`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ArchRange {
+    /// First state of the arch part.
     pub first: i32,
+    /// Last state of the arch part.
     pub last: i32,
+    /// `cpu:teardown`, when the kernel has it.
     pub teardown: Option<i32>,
 }
 
 impl ArchRange {
+    /// Whether `state` is in the arch part.
     pub fn contains(&self, state: i32) -> bool {
         (self.first <= state && state <= self.last) || self.teardown == Some(state)
     }

@@ -44,6 +44,7 @@ pub struct TimedWrite {
 }
 
 impl TimedWrite {
+    /// Wall time of the write.
     pub fn wall(&self) -> Nanos {
         Nanos(self.end_ns.saturating_sub(self.start_ns))
     }
@@ -52,6 +53,7 @@ impl TimedWrite {
 /// One CPU's hotplug files under a sysfs root.
 #[derive(Debug, Clone)]
 pub struct CpuFiles {
+    /// The CPU number.
     pub cpu: u32,
     dir: PathBuf,
 }
@@ -65,12 +67,15 @@ impl CpuFiles {
         }
     }
 
+    /// `cpuN/online`.
     pub fn online_path(&self) -> PathBuf {
         self.dir.join("online")
     }
+    /// `cpuN/hotplug/fail`.
     pub fn fail_path(&self) -> PathBuf {
         self.dir.join("hotplug/fail")
     }
+    /// `cpuN/hotplug/state`.
     pub fn state_path(&self) -> PathBuf {
         self.dir.join("hotplug/state")
     }
@@ -80,6 +85,7 @@ impl CpuFiles {
         self.online_path().is_file()
     }
 
+    /// Whether the CPU is online now.
     pub fn is_online(&self) -> Result<bool, HotplugError> {
         let v = read_trimmed(&self.online_path())?;
         match v.as_str() {

@@ -18,10 +18,13 @@ pub struct StepTime {
     pub exec_cpu: u32,
     /// Ran on the CPU being plugged (else on the control CPU).
     pub on_target: bool,
+    /// When it started (trace clock, ns).
     pub start_ns: u64,
+    /// How long it ran, nested steps included.
     pub duration_ns: u64,
     /// Duration minus the steps nested in it (AP steps inside the control CPU's kick).
     pub exclusive_ns: u64,
+    /// The callback's return value (non-zero: the step failed).
     pub ret: i32,
     /// Part of the arch bringup/teardown (kick_ap, bringup, starting/dying, teardown).
     pub arch: bool,
@@ -44,8 +47,11 @@ pub struct OpTrace {
     pub preempted_ns: u64,
     /// Time the control CPU was in interrupts between top-level steps (0 when not traced).
     pub interrupted_ns: u64,
+    /// Timestamp of the operation's first cpuhp event.
     pub first_ns: u64,
+    /// Timestamp of its last cpuhp event.
     pub last_ns: u64,
+    /// Its steps, in start order.
     pub steps: Vec<StepTime>,
 }
 
@@ -77,6 +83,7 @@ impl OpTrace {
         }
     }
 
+    /// An operation from its first and last event times and its steps (sums derived).
     pub fn new(first_ns: u64, last_ns: u64, steps: Vec<StepTime>) -> OpTrace {
         let steps_sum_ns = steps.iter().map(|s| s.exclusive_ns).sum();
         let arch_ns = steps
@@ -132,6 +139,7 @@ impl OpTrace {
         )
     }
 
+    /// How many of its steps were rollback steps.
     pub fn rollback_steps(&self) -> usize {
         self.steps.iter().filter(|s| s.rollback).count()
     }

@@ -22,9 +22,13 @@ pub struct LabTracer {
 /// One timed operation to find in the trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TimedOp {
+    /// The CPU written.
     pub cpu: u32,
+    /// Offline or online.
     pub direction: Direction,
+    /// CLOCK_MONOTONIC just before the write.
     pub start_ns: u64,
+    /// CLOCK_MONOTONIC just after it returned.
     pub end_ns: u64,
 }
 

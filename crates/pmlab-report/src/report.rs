@@ -3,6 +3,7 @@
 //! the knee of a sweep. Renderers (`render`) turn a [`Report`] into text.
 
 use crate::populations::{self, Population, Run};
+use crate::spec::Kind;
 pub use crate::stats::fmt_num;
 use crate::stats::{self, Comparison, Summary};
 use crate::store::{format_time, MetricInfo, RunStatus, StoredExperiment};
@@ -222,7 +223,7 @@ fn header_of(e: &StoredExperiment) -> Header {
     Header {
         title: format!("experiment {} ({})", e.info.id, e.info.kind),
         ids: vec![e.info.id],
-        kind: e.info.kind.clone(),
+        kind: e.info.kind.as_str().to_string(),
         name: e.info.name.clone(),
         status: e.info.status.as_str().to_string(),
         stop_reason: e.info.stop_reason.clone().unwrap_or_default(),
@@ -492,7 +493,7 @@ impl Report {
                 .map(|c| (c != reference).then_some(reference))
                 .collect();
             let rows = build_rows(&sources, &baselines, primary.as_ref(), &side_keys);
-            let is_sweep = e.info.kind == "sweep" || !e.swept.is_empty();
+            let is_sweep = e.info.kind == Kind::Sweep || !e.swept.is_empty();
             let knee = match (&primary, is_sweep && rows.len() >= 2) {
                 (Some(p), true) => {
                     let samples: Vec<Vec<f64>> = rows.iter().map(|r| r.values.clone()).collect();

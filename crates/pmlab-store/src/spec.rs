@@ -161,6 +161,10 @@ pub enum Kind {
     Sweep,
     /// `pmlab run-spec` (and every other kind).
     RunSpec,
+    /// A hotplug latency session (`pmlab hotplug`): one run per offline or online write.
+    Hotplug,
+    /// A hotplug fault-injection walk (`pmlab hotplug --inject-fail`): one run per attempt.
+    Inject,
 }
 
 impl Kind {
@@ -170,15 +174,29 @@ impl Kind {
             Kind::Compare => "compare",
             Kind::Sweep => "sweep",
             Kind::RunSpec => "run-spec",
+            Kind::Hotplug => "hotplug",
+            Kind::Inject => "inject",
         }
     }
-    /// The kind a store name records; unknown names read as `run-spec`.
+    /// The kind a store row names; a word this build does not know reads as `RunSpec`.
     pub fn parse(s: &str) -> Kind {
         match s {
             "compare" => Kind::Compare,
             "sweep" => Kind::Sweep,
+            "hotplug" => Kind::Hotplug,
+            "inject" => Kind::Inject,
             _ => Kind::RunSpec,
         }
+    }
+    /// Either hotplug kind: a latency session or a fault-injection walk.
+    pub fn is_hotplug(self) -> bool {
+        matches!(self, Kind::Hotplug | Kind::Inject)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -111,6 +111,17 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE system ADD COLUMN pmlab_version TEXT NOT NULL DEFAULT '';",
     // 5 → 6: the idle time before each measured run (NULL: not recorded, older versions).
     "ALTER TABLE experiments ADD COLUMN settle_s REAL;",
+    // 6 → 7: hotplug sessions and injection walks get kinds of their own; older versions
+    // stored them as `run-spec` with workloads whose argv starts with `hotplug` (the walk
+    // named `hotplug inject-fail`). The kind is in the row and in the stored spec.
+    "UPDATE experiments SET kind = CASE WHEN name = 'hotplug inject-fail' THEN 'inject' ELSE 'hotplug' END
+      WHERE kind = 'run-spec'
+        AND EXISTS (SELECT 1 FROM workloads w
+                     WHERE w.experiment_id = experiments.id
+                       AND json_valid(w.argv_json)
+                       AND json_extract(w.argv_json, '$[0]') = 'hotplug');
+     UPDATE experiments SET spec_json = json_set(spec_json, '$.kind', kind)
+      WHERE kind IN ('hotplug', 'inject') AND json_valid(spec_json);",
 ];
 
 /// The schema version this build writes.
@@ -324,8 +335,8 @@ pub struct ExperimentInfo {
     pub id: i64,
     /// Stays with the experiment when it is copied to another store (remote runs, bundles).
     pub uid: String,
-    /// The experiment's kind (`compare`, `sweep`, `run-spec`, `hotplug`, ...).
-    pub kind: String,
+    /// The experiment's kind (`compare`, `sweep`, `run-spec`, `hotplug`, `inject`).
+    pub kind: spec::Kind,
     /// The experiment's name.
     pub name: String,
     /// The command line that made it.
@@ -935,7 +946,7 @@ impl Store {
         Ok(ExperimentInfo {
             id: row.get("id")?,
             uid: row.get::<_, Option<String>>("uid")?.unwrap_or_default(),
-            kind: row.get("kind")?,
+            kind: spec::Kind::parse(&row.get::<_, String>("kind")?),
             name: row.get("name")?,
             command: row.get("command")?,
             created_ns: row.get("created_ns")?,
@@ -1929,6 +1940,60 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(conn_cpu, Some(1));
+    }
+
+    #[test]
+    fn migrates_hotplug_sessions_and_walks_to_their_kinds_from_version_6() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v6.db");
+        {
+            let old = Store::create_at_version(&path, 6).unwrap();
+            let spec = |name: &str| {
+                format!(
+                    r#"{{"kind":"run-spec","name":"{name}","configurations":[],"workloads":[],"reference":0,"swept":[],"hooks":{{}}}}"#
+                )
+            };
+            let mut sql = String::new();
+            for (id, name, argv0) in [
+                (1, "hotplug", "hotplug"),
+                (2, "hotplug inject-fail", "hotplug"),
+                (3, "battery", "pipe"),
+            ] {
+                sql.push_str(&format!(
+                    "INSERT INTO experiments(id, kind, name, command, created_ns, status, seed, target_ci, reference, spec_json)
+                       VALUES ({id}, 'run-spec', '{name}', 'pmlab', 0, 'complete', 7, 0.01, 0, '{}');
+                     INSERT INTO workloads VALUES ({id}, {id}, 0, 'w', '[\"{argv0}\", \"down\"]');",
+                    spec(name)
+                ));
+            }
+            // A compare whose workload happens to be named hotplug keeps its kind.
+            sql.push_str(
+                "INSERT INTO experiments(id, kind, name, command, created_ns, status, seed, target_ci, reference, spec_json)
+                   VALUES (4, 'compare', 'c', 'pmlab', 0, 'complete', 7, 0.01, 0, '{}');
+                 INSERT INTO workloads VALUES (4, 4, 0, 'w', '[\"hotplug\"]');",
+            );
+            old.conn.execute_batch(&sql).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let kinds: Vec<(i64, Kind)> = s.list().unwrap().iter().map(|i| (i.id, i.kind)).collect();
+        let mut kinds = kinds;
+        kinds.sort_by_key(|k| k.0);
+        assert_eq!(
+            kinds,
+            [
+                (1, Kind::Hotplug),
+                (2, Kind::Inject),
+                (3, Kind::RunSpec),
+                (4, Kind::Compare)
+            ]
+        );
+        // The stored spec says the same.
+        for (id, kind) in [(1, Kind::Hotplug), (2, Kind::Inject)] {
+            let e: Experiment = serde_json::from_str(&s.spec_json(id).unwrap()).unwrap();
+            assert_eq!(e.kind, kind);
+        }
+        assert!(s.spec_json(3).unwrap().contains(r#""kind":"run-spec""#));
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn an_experiment_reads_back_as_inserted() {
     let s = Store::open(&path).unwrap();
     assert_eq!(s.latest_id().unwrap(), Some(id));
     let e = s.load(id).unwrap();
-    assert_eq!(e.info.kind, "compare");
+    assert_eq!(e.info.kind, pmlab_store::spec::Kind::Compare);
     assert_eq!(e.info.name, "poll");
     assert_eq!(e.info.status, ExperimentStatus::Complete);
     assert_eq!(e.info.stop_reason.as_deref(), Some("max runs"));

@@ -133,11 +133,9 @@ pub fn run(args: Args) -> Result<()> {
     let paths = Paths::new("/");
     let lab = Lab::open()?;
     // Repair what a killed session left (its journal) before looking at the CPUs.
-    let txn = lab.transaction().context("reading the knob journal")?;
-    for line in &txn.recovered {
+    for line in lab.hotplug_repair().context("reading the knob journal")? {
         eprintln!("pmlab: repaired what a killed pmlab session left: {line}");
     }
-    drop(txn);
     let cpus = match &args.cpus {
         Some(s) => parse_cpu_list(s)?,
         None => default_cpus(&paths)?,
@@ -166,6 +164,11 @@ pub fn run(args: Args) -> Result<()> {
     let stop = lab.stop_token();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut bar = Bar(None);
+    let mut store = if args.no_store {
+        Store::in_memory()?
+    } else {
+        Store::open(&args.db)?
+    };
 
     if let Some(target) = inject {
         let opts = InjectOptions {
@@ -175,11 +178,13 @@ pub fn run(args: Args) -> Result<()> {
             trace: !args.no_trace,
             stop: stop.clone(),
         };
-        let result = lab.hotplug_inject(opts, &mut bar)?;
+        let result = lab.hotplug_inject(opts, &mut store, &command, &mut bar)?;
         if !args.no_store {
-            let id = hotplug::runs::save_inject(&args.db, &result, &command, &paths.root)
-                .with_context(|| format!("saving to {}", args.db.display()))?;
-            eprintln!("pmlab: saved as experiment {id} in {}", args.db.display());
+            eprintln!(
+                "pmlab: saved as experiment {} in {}",
+                result.experiment,
+                args.db.display()
+            );
         }
         if args.json {
             println!("{}", serde_json::to_string_pretty(&result)?);
@@ -192,12 +197,7 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
 
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let seed = args.seed.unwrap_or_else(hotplug::clock_seed);
     let opts = LabOptions {
         paths: paths.clone(),
         cpus,
@@ -209,11 +209,6 @@ pub fn run(args: Args) -> Result<()> {
         seed,
         trace: !args.no_trace,
         stop: stop.clone(),
-    };
-    let mut store = if args.no_store {
-        Store::in_memory()?
-    } else {
-        Store::open(&args.db)?
     };
     let result = lab.hotplug(opts, &mut store, &command, &mut bar)?;
     if !args.no_store {

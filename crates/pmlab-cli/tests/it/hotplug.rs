@@ -456,6 +456,35 @@ fn inject_fail_all_walks_every_injectable_state_both_ways_and_restores() {
     }
     // The down path fails at sched:active (sched_cpu_deactivate) at least; up at cpu:bringup.
     assert!(rolled_back >= 20, "{rolled_back} rolled back");
+    // Stored by the protocol as an `inject` experiment, one run per attempt, the rollback
+    // times added to the runs that rolled back.
+    let out = pmlab()
+        .args(["results", "list", "--json", "--db"])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let list = json_of(&out);
+    let stored = &list.as_array().unwrap()[0];
+    assert_eq!(stored["kind"], "inject", "{stored}");
+    assert_eq!(
+        stored["runs"].as_u64(),
+        Some(attempts.len() as u64),
+        "{stored}"
+    );
+    assert_eq!(stored["failed_runs"], 0, "{stored}");
+    let out = pmlab()
+        .args(["results", "export", "latest", "--format", "csv", "--db"])
+        .arg(db(&dir))
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        csv.lines()
+            .filter(|l| l.contains("inject.rollback_ms"))
+            .count(),
+        rolled_back,
+        "{csv}"
+    );
     for (dir, state) in [("down", 235), ("up", 83)] {
         let a = attempts
             .iter()

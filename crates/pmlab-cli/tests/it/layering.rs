@@ -44,7 +44,9 @@ fn allowed(readme: &str) -> Result<(bool, BTreeSet<String>), String> {
         return Err("no `- Job: ` line".into());
     }
     // The list item, with its indented continuation lines.
-    let mut lines = readme.lines().skip_while(|l| !l.starts_with("- May depend on: "));
+    let mut lines = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("- May depend on: "));
     let first = lines.next().ok_or("no `- May depend on: ` line")?;
     let mut line = first["- May depend on: ".len()..].to_string();
     for l in lines.take_while(|l| l.starts_with("  ")) {

@@ -39,14 +39,14 @@ pub struct FleetReport {
 pub fn render(store: &Store) -> Result<(String, usize, usize), FleetError> {
     let infos = store.list().map_err(lineup::LineUpError::from)?;
     let mut machines: Vec<Vec<String>> = Vec::new();
-    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut seen: Vec<(crate::spec::Kind, String)> = Vec::new();
     let mut body = String::new();
     let mut n_experiments = 0;
     for info in &infos {
-        if seen.contains(&(info.kind.clone(), info.name.clone())) || info.runs == 0 {
+        if seen.contains(&(info.kind, info.name.clone())) || info.runs == 0 {
             continue;
         }
-        seen.push((info.kind.clone(), info.name.clone()));
+        seen.push((info.kind, info.name.clone()));
         n_experiments += 1;
         let groups = lineup::all_groups(store, info.id, LineUpBy::Machine)?;
         for g in &groups {
@@ -72,7 +72,7 @@ pub fn render(store: &Store) -> Result<(String, usize, usize), FleetError> {
             body,
             "<h2>{}</h2><p class=\"sub\">{} · {} host/kernel group(s), {} measured runs; each row against the first group's configuration of the same label</p>",
             esc(&info.name),
-            esc(&info.kind),
+            esc(info.kind.as_str()),
             groups.len(),
             r.header.runs
         );

@@ -5,16 +5,15 @@
 use super::svg::{colour, esc, range, shorten, Plot};
 use super::table;
 use crate::report::fmt_num;
-use crate::spec::HOTPLUG_WALL_METRIC as WALL_METRIC;
+use crate::spec::{Kind, HOTPLUG_WALL_METRIC as WALL_METRIC};
 use crate::stats::percentile;
 use crate::store::{StoredExperiment, StoredRun};
 use std::fmt::Write;
 
-/// Is this a stored hotplug latency session?
+/// Is this a stored hotplug latency session? (Stores older than schema 7 stored it as
+/// `run-spec`; opening one migrates it to `hotplug`.)
 pub fn is_hotplug(e: &StoredExperiment) -> bool {
-    e.workloads
-        .iter()
-        .any(|w| w.argv.first().map(String::as_str) == Some("hotplug"))
+    e.info.kind == Kind::Hotplug
         && e.runs
             .iter()
             .any(|r| r.metrics.iter().any(|m| m.name == WALL_METRIC))

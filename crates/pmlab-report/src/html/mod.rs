@@ -20,6 +20,7 @@ pub mod text;
 pub mod traced;
 
 use crate::report::{Report, SideSelection};
+use crate::spec::Kind;
 use crate::store::StoredExperiment;
 use crate::system::SystemSnapshot;
 use findings::Finding;
@@ -259,7 +260,7 @@ fn section(e: &StoredExperiment, r: &Report, links: &[(String, String)]) -> Stri
         e.info.id,
         e.info.id,
         esc(&e.info.name),
-        esc(&e.info.kind),
+        esc(e.info.kind.as_str()),
         esc(&r.header.status),
         r.header.runs,
         r.header.failed_runs,
@@ -280,7 +281,7 @@ fn section(e: &StoredExperiment, r: &Report, links: &[(String, String)]) -> Stri
             "<p class=\"sub\">No traced steps (run untraced): no waterfall.</p>".into()
         }));
     } else {
-        let sweep = e.info.kind == "sweep" || !e.swept.is_empty();
+        let sweep = e.info.kind == Kind::Sweep || !e.swept.is_empty();
         for (w, wr) in r.workloads.iter().enumerate() {
             let v = View::new(e, w);
             let _ = write!(

@@ -22,7 +22,7 @@ pub fn experiments(infos: &[ExperimentInfo]) -> String {
         t.add_row([
             i.id.to_string(),
             format_time(i.created_ns),
-            i.kind.clone(),
+            i.kind.as_str().to_string(),
             i.name.clone(),
             i.configurations.to_string(),
             i.runs.to_string(),
