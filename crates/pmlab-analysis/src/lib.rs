@@ -1,7 +1,6 @@
 //! pmlab-analysis: analyses over decoded trace columns and counter deltas — idle residency,
 //! wakeup causes and needless wakeups, idle-balance kicks, hotplug steps, scheduling latency, frequency residency, energy, haltpoll, cross-checks.
 //! Analyses never touch the machine: they read a `pmlab_trace::Trace` (and optional sidecars).
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod all;

@@ -5,8 +5,6 @@
 //! Every path leaves the machine as found: CPUs back in their original state, `fail` files
 //! at -1, knobs restored, loaders stopped, the boost cgroup and tracefs instance removed.
 
-#![warn(missing_docs)]
-
 pub mod boost;
 pub mod inject;
 pub mod lab;

@@ -1,7 +1,6 @@
 //! pmlab-lab: the lab object (one interrupt policy, knob transactions, side sources: counters,
 //! tracer, energy meters), the interleaved adaptive protocol and its executors.
-
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod executor;
 pub mod lab;

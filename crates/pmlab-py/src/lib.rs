@@ -1,7 +1,6 @@
 //! pmlab from Python (`import pmlab`): trace events, analyses and stored results as Arrow
 //! tables through the Arrow C stream interface. No logic of its own: it calls the decoder
 //! (pmlab-trace), the analyses (pmlab-analysis) and the result store (pmlab-lab).
-#![warn(missing_docs)]
 
 mod arrow;
 

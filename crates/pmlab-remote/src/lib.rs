@@ -6,7 +6,6 @@
 //! pmlab's own executable pushed to `${TMPDIR:-/tmp}/pmlab-HASH/pmlab` (HASH: its SHA-256).
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod ssh;
 mod workdir;

@@ -1,7 +1,6 @@
 //! pmlab-report: every rendering of stored results: the report model (rows, comparisons,
 //! notes), text, markdown, mail, JSON and CSV renderers, and the HTML report.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod html;
 pub mod render;

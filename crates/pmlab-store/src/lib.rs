@@ -2,7 +2,6 @@
 //! the machine's identity) and the SQLite result store with its schema and migrations,
 //! result bundles, import and export.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod bundle;
 pub mod export;

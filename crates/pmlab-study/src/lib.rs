@@ -3,8 +3,7 @@
 //! CPU-bound runtime — each stage run through the experiment protocol (or the hotplug lab)
 //! into the store, skipped with a stated reason where the machine cannot do it, and ending
 //! with the HTML report.
-
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod detect;
 pub mod plan;

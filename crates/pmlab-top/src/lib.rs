@@ -3,7 +3,6 @@
 //! (idle residency, wakeup causes with needless exits, idle-balance kicks) over the
 //! interval's window; [`live`] drives the recorder, the counters and the refresh loop;
 //! [`ui`] draws it in the terminal (ratatui) or prints one JSON object per interval.
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod engine;

@@ -1,6 +1,5 @@
 //! pmlab-trace: trace events — format files, ring-buffer pages, trace.dat v6/v7
 //! and ftrace text reading, trace.dat v6 writing, columnar tables, and the recorder.
-#![warn(missing_docs)]
 
 pub mod columns;
 pub mod dat;

@@ -6,7 +6,6 @@
 //! Child processes are killed on every exit path: a guard kills their process group on
 //! drop (errors and panics), `PR_SET_PDEATHSIG` kills them if pmlab dies, and
 //! [`cancel::request`] (async-signal-safe) kills them from a signal handler.
-#![warn(missing_docs)]
 
 pub mod args;
 pub mod cancel;
