@@ -97,6 +97,27 @@ struct Interrupts {
 
 static INTERRUPTS: OnceLock<Interrupts> = OnceLock::new();
 
+/// What the signal watcher puts back before a forced exit besides knobs, meters and tracefs
+/// instances (the terminal of `pmlab top`), registered by [`Lab::at_forced_exit`].
+static AT_FORCED_EXIT: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// A forced exit (a second signal, a zero grace, or the grace timer with knobs still live):
+/// the registered functions, the meters, this process's tracefs instances, then the knobs.
+fn forced_exit(sig: i32) -> ! {
+    for f in AT_FORCED_EXIT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        f();
+    }
+    crate::meter::kill_live();
+    for e in pmlab_kernel::tracefs::remove_live_instances() {
+        eprintln!("pmlab: error: {e}");
+    }
+    pmlab_kernel::knob::restore_live_and_exit(sig)
+}
+
 /// Install the one signal watcher (once per process; later calls share it). It blocks in
 /// `Signals::forever` and wakes only on a signal: then it sets the stop token, stops new
 /// knob writes, cancels the running workload (its workers are killed), tells listeners, and
@@ -131,8 +152,7 @@ fn interrupts(grace: Duration) -> Result<&'static Interrupts, LabError> {
                     .retain(|l| l.send(sig).is_ok());
                 let grace = *state.grace.lock().unwrap_or_else(|e| e.into_inner());
                 if !first || grace.is_zero() {
-                    crate::meter::kill_live();
-                    pmlab_kernel::knob::restore_live_and_exit(sig);
+                    forced_exit(sig);
                 }
                 first = false;
                 // One timer after the first signal (not a periodic wake).
@@ -141,8 +161,7 @@ fn interrupts(grace: Duration) -> Result<&'static Interrupts, LabError> {
                     .spawn(move || {
                         std::thread::sleep(grace);
                         if pmlab_kernel::knob::has_live_journals() {
-                            crate::meter::kill_live();
-                            pmlab_kernel::knob::restore_live_and_exit(sig);
+                            forced_exit(sig);
                         }
                     });
             }
@@ -223,6 +242,15 @@ impl Lab {
     /// Whether a signal asked to stop.
     pub fn interrupted(&self) -> bool {
         self.interrupts.stop.load(Ordering::SeqCst)
+    }
+
+    /// Call `f` before a forced exit (a second signal): for what must be put back even then,
+    /// such as a terminal in raw mode. The first signal only sets the stop token.
+    pub fn at_forced_exit(&self, f: fn()) {
+        AT_FORCED_EXIT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(f);
     }
 
     /// Signal numbers as they arrive (for commands that wait on several events at once).

@@ -8,6 +8,7 @@ use pmlab_analysis::{Options, StateInfo};
 use pmlab_kernel::counters::{best_energy, delta_metrics, Snapshot};
 use pmlab_kernel::units::monotonic_ns;
 use pmlab_lab::lab::Lab;
+use pmlab_lab::meter::{MeterError, MeterSource, MeterSpec};
 use pmlab_trace::record::{RecordError, RecordOptions, RecordSummary, Recorder};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct Config {
     pub reader_cpus: Option<Vec<u32>>,
     /// Per-CPU ring buffer size (None: the recorder's default).
     pub buffer_kb: Option<u64>,
+    /// An external energy meter, read around every interval (it wins over hwmon and RAPL).
+    pub meter: Option<MeterSpec>,
 }
 
 impl Default for Config {
@@ -44,6 +47,7 @@ impl Default for Config {
             ui_cpu: None,
             reader_cpus: None,
             buffer_kb: None,
+            meter: None,
         }
     }
 }
@@ -70,6 +74,9 @@ pub enum TopError {
         /// The online CPUs, as a list.
         online: String,
     },
+    /// The energy meter could not start, died or printed garbage.
+    #[error("energy meter")]
+    Meter(#[from] MeterError),
     /// The recorder failed (no tracefs, a refused setting, a reader's error).
     #[error("tracing")]
     Record(#[from] RecordError),
@@ -282,6 +289,11 @@ pub fn run(lab: &Lab, cfg: &Config, view: &mut dyn View) -> Result<Ended, TopErr
     }
     let mut engine = Engine::new(skeleton, layout, opts, start);
     let root_dir = lab.root().path("/");
+    // Started before the first interval; each interval is one metered window.
+    let mut meter = cfg.meter.as_ref().map(MeterSource::start).transpose()?;
+    if let Some(m) = &mut meter {
+        m.before()?;
+    }
     let mut counters = Snapshot::take_at(&root_dir).ok();
     let mut own = own_switches();
     let began = Instant::now();
@@ -312,8 +324,14 @@ pub fn run(lab: &Lab, cfg: &Config, view: &mut dyn View) -> Result<Ended, TopErr
         let interval = engine.push_pages(&batch, to)?;
         let secs = (interval.to_ns - interval.from_ns) as f64 / 1e9;
         let now_counters = Snapshot::take_at(&root_dir).ok();
-        let (power_w, power_source) = match (&counters, &now_counters) {
-            (Some(a), Some(b)) => power(a, b),
+        let (power_w, power_source) = match (&mut meter, &counters, &now_counters) {
+            (Some(m), _, _) => {
+                let metrics = m.after()?;
+                m.before()?;
+                let w = metrics.iter().find(|x| x.name == "power.meter.W");
+                (w.map(|x| x.value), Some("meter".to_string()))
+            }
+            (None, Some(a), Some(b)) => power(a, b),
             _ => (None, None),
         };
         counters = now_counters;

@@ -101,6 +101,12 @@ pub fn sort_causes(rows: &mut [&CauseRow], by: SortBy) {
     }
 }
 
+/// Puts the terminal back (raw mode off, main screen, cursor shown), for exits that skip
+/// [`TerminalGuard`]'s Drop (a forced exit on a second signal).
+pub fn restore_terminal() {
+    ratatui::restore();
+}
+
 /// Puts the terminal back (raw mode off, main screen, cursor shown) when dropped: on `q`,
 /// a signal, `--duration`'s end and errors; ratatui's panic hook does it on a panic.
 pub struct TerminalGuard {

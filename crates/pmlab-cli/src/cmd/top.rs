@@ -12,6 +12,7 @@ const EXAMPLES: &str = "Examples:
   pmlab top --refresh 1s --ui-cpu 0           # refresh every second, draw from CPU 0
   pmlab top --json --duration 6s --record t.dat | jq -c '{interval, events, own_wakeups_per_s}'
   pmlab top --once --json                     # one interval, for scripts
+  pmlab top --meter-counter 'cat /run/meter/energy_j'   # power from a meter, per interval
   pmlab analyze t.dat --only idle,wakeups,kicks --from 5120.25 --to 5122.25   # one interval again
 
 Per refresh and CPU: idle share by state and polling share, idle exits per second by cause
@@ -47,6 +48,8 @@ pub struct Args {
     /// Per-CPU trace buffer, KiB (default 4096).
     #[arg(long, value_name = "KB")]
     buffer_kb: Option<u64>,
+    #[command(flatten)]
+    meter: super::meter::MeterArgs,
 }
 
 fn time(flag: &str, s: &str) -> anyhow::Result<std::time::Duration> {
@@ -70,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => None,
         },
         buffer_kb: args.buffer_kb,
+        meter: args.meter.spec()?,
     };
     let lab = Lab::open()?;
     live::check(&lab, &cfg)?;
@@ -77,6 +81,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         live::run(&lab, &cfg, &mut JsonView::new(std::io::stdout().lock()))?
     } else {
         let mut view = TermView::new().context("cannot take over the terminal")?;
+        // A second Ctrl-C exits at once: the terminal goes back first.
+        lab.at_forced_exit(pmlab_top::ui::restore_terminal);
         let ended = live::run(&lab, &cfg, &mut view);
         drop(view); // the terminal is back before anything is printed
         ended?

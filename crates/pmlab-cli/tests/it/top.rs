@@ -293,3 +293,81 @@ fn top_gives_the_terminal_back_on_sigterm() {
     assert!(marker.exists(), "the recording was not written on SIGTERM");
     no_instances_left();
 }
+
+it_test!(top_gives_the_terminal_back_on_a_second_signal);
+/// SIGTERM then SIGINT at once: the second makes the lab's watcher exit at once (128 +
+/// signal), and the terminal and the tracefs instance are still put back.
+fn top_gives_the_terminal_back_on_a_second_signal() {
+    need_root("tracing");
+    need_program("tmux", "apt-get install tmux");
+    let s = start_top("pmlab-top-twice", "--buffer-kb 1024");
+    let screen = wait_for(&s.0, "interval 0", Duration::from_secs(10));
+    assert!(screen.contains("interval 0"), "{screen}");
+    let pids = Command::new("pgrep")
+        .args(["-f", "top --refresh 1s --buffer-kb 1024"])
+        .output()
+        .unwrap();
+    let pid: i32 = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("top's pid");
+    assert_eq!(crate::util::kill(pid, libc::SIGTERM), 0);
+    assert_eq!(crate::util::kill(pid, libc::SIGINT), 0);
+    terminal_is_back(&s);
+    let screen = wait_for(&s.0, "TOP-EXIT=", Duration::from_secs(1));
+    assert!(
+        screen.contains("TOP-EXIT=130") || screen.contains("TOP-EXIT=143"),
+        "not the forced exit: {screen}"
+    );
+    no_instances_left();
+}
+
+it_test!(top_takes_power_from_a_meter_and_fails_clearly_when_it_dies);
+/// `--meter-stream` with a constant 5 W: each interval's power is the meter's, 5 W; a meter
+/// that prints garbage ends top with the meter's error and leaves no instance.
+fn top_takes_power_from_a_meter_and_fails_clearly_when_it_dies() {
+    need_root("tracing");
+    let five = "while :; do echo \"$(date +%s.%N) 5\"; sleep 0.05; done";
+    let out = crate::util::stdout_of(pmlab().args([
+        "top",
+        "--json",
+        "--duration",
+        "2s",
+        "--refresh",
+        "1s",
+        "--meter-stream",
+        five,
+    ]));
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for v in &lines {
+        assert_eq!(v["power_source"], "meter", "{v}");
+        let w = v["power_w"].as_f64().unwrap();
+        assert!((w - 5.0).abs() < 0.05, "{w}");
+    }
+    no_instances_left();
+    let out = pmlab()
+        .args([
+            "top",
+            "--json",
+            "--duration",
+            "3s",
+            "--refresh",
+            "1s",
+            "--meter-stream",
+            "echo \"$(date +%s.%N) 5\"; echo oops; sleep 10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("energy meter") && err.contains("oops"),
+        "{err}"
+    );
+    no_instances_left();
+}
