@@ -25,7 +25,7 @@ use super::sysfs::{CpuFiles, Direction};
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::protocol::{self, ProtocolError, Silent, StopReason};
+use crate::protocol::{self, Silent, StopReason};
 use crate::spec::{Budget, Configuration, Experiment, Kind, Order, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
@@ -425,11 +425,7 @@ pub fn run_inject(
     if let Some(e) = exec.fatal.take() {
         return Err(e);
     }
-    let outcome = outcome.map_err(|e| match e {
-        ProtocolError::Invalid(e) => HotplugError::Unexpected(error_chain(&e)),
-        ProtocolError::Store(e) => HotplugError::Store(e),
-        ProtocolError::Restore { error, .. } => HotplugError::Unexpected(error),
-    })?;
+    let outcome = outcome?;
     match &outcome.stop {
         StopReason::Interrupted => return Err(HotplugError::Interrupted),
         StopReason::Error(e) => return Err(HotplugError::Unexpected(e.clone())),

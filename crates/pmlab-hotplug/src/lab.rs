@@ -18,7 +18,7 @@ use super::trace::OpTrace;
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::protocol::{self, ProtocolError, Silent, StopReason};
+use crate::protocol::{self, Silent, StopReason};
 use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
@@ -508,11 +508,7 @@ pub fn run_lab(
     if let Some(e) = exec.fatal.take() {
         return Err(e);
     }
-    let outcome = outcome.map_err(|e| match e {
-        ProtocolError::Invalid(e) => HotplugError::Unexpected(error_chain(&e)),
-        ProtocolError::Store(e) => HotplugError::Store(e),
-        ProtocolError::Restore { error, .. } => HotplugError::Unexpected(error),
-    })?;
+    let outcome = outcome?;
     if let StopReason::Error(e) = &outcome.stop {
         return Err(HotplugError::Unexpected(e.clone()));
     }

@@ -94,6 +94,9 @@ pub enum HotplugError {
     /// The result store.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The lab's protocol refused the session or could not store or restore it.
+    #[error(transparent)]
+    Protocol(#[from] protocol::ProtocolError),
     /// The session's knob transaction (journal, write, read-back or restore).
     #[error("knob transaction")]
     Knob(#[from] pmlab_kernel::knob::KnobError),
@@ -436,10 +439,6 @@ impl HotplugLab for Lab {
     }
 }
 
-/// A shuffle seed from the clock, for a session given none (it is recorded and printed).
-pub fn clock_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-}
+/// A shuffle seed from the clock, for a session given none (it is recorded and printed): the
+/// lab's one rule.
+pub use pmlab_lab::request::clock_seed;
