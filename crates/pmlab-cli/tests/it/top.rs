@@ -294,35 +294,6 @@ fn top_gives_the_terminal_back_on_sigterm() {
     no_instances_left();
 }
 
-it_test!(top_gives_the_terminal_back_on_a_second_signal);
-/// SIGTERM then SIGINT at once: the second makes the lab's watcher exit at once (128 +
-/// signal), and the terminal and the tracefs instance are still put back.
-fn top_gives_the_terminal_back_on_a_second_signal() {
-    need_root("tracing");
-    need_program("tmux", "apt-get install tmux");
-    let s = start_top("pmlab-top-twice", "--buffer-kb 1024");
-    let screen = wait_for(&s.0, "interval 0", Duration::from_secs(10));
-    assert!(screen.contains("interval 0"), "{screen}");
-    let pids = Command::new("pgrep")
-        .args(["-f", "top --refresh 1s --buffer-kb 1024"])
-        .output()
-        .unwrap();
-    let pid: i32 = String::from_utf8_lossy(&pids.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("top's pid");
-    assert_eq!(crate::util::kill(pid, libc::SIGTERM), 0);
-    assert_eq!(crate::util::kill(pid, libc::SIGINT), 0);
-    terminal_is_back(&s);
-    let screen = wait_for(&s.0, "TOP-EXIT=", Duration::from_secs(1));
-    assert!(
-        screen.contains("TOP-EXIT=130") || screen.contains("TOP-EXIT=143"),
-        "not the forced exit: {screen}"
-    );
-    no_instances_left();
-}
-
 it_test!(top_takes_power_from_a_meter_and_fails_clearly_when_it_dies);
 /// `--meter-stream` with a constant 5 W: each interval's power is the meter's, 5 W; a meter
 /// that prints garbage ends top with the meter's error and leaves no instance.
