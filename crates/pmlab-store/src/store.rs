@@ -6,7 +6,7 @@
 //! anything is written; the schema version is kept in `PRAGMA user_version` and in the `meta`
 //! table, and older stores are migrated on open.
 
-use crate::spec::{self, Budget, Configuration, WorkloadDef};
+use crate::spec::{self, Budget};
 use crate::system::SystemSnapshot;
 use pmlab_kernel::{Direction, Metric, MetricKey};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -1529,30 +1529,6 @@ fn new_uid() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Configurations and workloads of a stored experiment, as spec values.
-impl StoredExperiment {
-    /// Its configurations as spec values.
-    pub fn spec_configurations(&self) -> Vec<Configuration> {
-        self.configurations
-            .iter()
-            .map(|c| Configuration {
-                label: c.label.clone(),
-                knobs: c.knobs.clone(),
-            })
-            .collect()
-    }
-    /// Its workloads as spec values.
-    pub fn spec_workloads(&self) -> Vec<WorkloadDef> {
-        self.workloads
-            .iter()
-            .map(|w| WorkloadDef {
-                label: w.label.clone(),
-                argv: w.argv.clone(),
-            })
-            .collect()
-    }
-}
-
 /// The trace directory of a store: `pmlab.db` → `pmlab.db.traces` beside it.
 pub fn traces_dir(db: &Path) -> PathBuf {
     let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
@@ -1566,6 +1542,7 @@ pub fn traces_dir(db: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{Configuration, WorkloadDef};
 
     #[test]
     fn a_store_opened_while_another_process_writes_the_new_file_waits_for_it() {
