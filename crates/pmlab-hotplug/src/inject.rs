@@ -501,6 +501,18 @@ mod tests {
         };
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["attempts"][0]["direction"], "down");
+        // Its tables: the attempts first (the CSV form), typed cells.
+        use pmlab_analysis::{Cell, Tabular};
+        let t = r.tables();
+        assert_eq!(t[0].name, "attempts");
+        assert_eq!(t[0].rows[0][0], Cell::Int(1));
+        assert_eq!(
+            t[0].rows[0][3],
+            Cell::Str("not triggered (no callback this way)".into())
+        );
+        assert_eq!(t[0].rows[0][6], Cell::Empty, "no rollback time untraced");
+        assert_eq!(t[1].rows[0][2], Cell::Int(1), "one state accepted");
+        assert!(r.head()[1].starts_with("1 attempts: 0 failed and rolled back, 1 not triggered"));
         assert_eq!(j["accepted"], serde_json::json!([[1, "up", [5]]]));
     }
 
