@@ -26,7 +26,10 @@ use pmlab_report::render::Format;
 /// `--format` of a command that prints text on stdout: every [`Format`] but html, refused
 /// while the arguments are parsed, before anything runs.
 pub fn text_format(s: &str) -> Result<Format, String> {
-    let f = <Format as clap::ValueEnum>::from_str(s, false)?;
+    let f = <Format as clap::ValueEnum>::from_str(s, false).map_err(|_| {
+        let names: Vec<String> = Format::TEXT.iter().map(|f| f.to_string()).collect();
+        format!("possible values: {}", names.join(", "))
+    })?;
     f.check("a command that prints text", Format::TEXT)
         .map_err(|e| e.to_string())
 }

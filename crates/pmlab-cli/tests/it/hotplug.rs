@@ -608,6 +608,83 @@ fn refusals_change_nothing() {
     assert_eq!(before, machine_state());
 }
 
+it_test!(format_csv_is_the_latency_table_and_every_text_format_prints);
+/// `--format` takes the values of every command that prints results: CSV is the latency
+/// table (one row per configuration, direction and load), read back by the `csv` crate;
+/// markdown and mail print the same tables.
+fn format_csv_is_the_latency_table_and_every_text_format_prints() {
+    let _machine = require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let run = |format: &str| {
+        let out = pmlab()
+            .args([
+                "hotplug",
+                "--cpus",
+                "1",
+                "--cycles",
+                "2",
+                "--load",
+                "0,1",
+                "--loader",
+                "spin",
+                "--no-store",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let csv = run("csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    assert_eq!(&headers[0], "config", "{csv}");
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 4, "down/up × load 0/1: {csv}");
+    for r in &rows {
+        assert!(r.len() == headers.len(), "{csv}");
+        assert_eq!(&r[col("n")], "2", "{csv}");
+        let p50: f64 = r[col("p50 ms")].parse().unwrap();
+        let max: f64 = r[col("max ms")].parse().unwrap();
+        assert!(0.0 < p50 && p50 <= max, "{csv}");
+    }
+    let md = run("markdown");
+    assert!(md.starts_with("### CPU hotplug latency: cpus 1"), "{md}");
+    assert!(md.contains("| config | dir | load | n | p50 ms |"), "{md}");
+    let mail = run("mail");
+    assert!(mail.lines().all(|l| l.chars().count() <= 72), "{mail}");
+    assert!(mail.contains("none down 0"), "{mail}");
+    assert_eq!(before, machine_state());
+}
+
+it_test!(a_bad_format_is_refused_before_anything_is_touched);
+/// `--format bogus` (and html, a directory) is refused while the arguments are parsed: no
+/// store is created and the CPUs are not looked at.
+fn a_bad_format_is_refused_before_anything_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, needle) in [
+        ("bogus", "possible values: table, markdown, mail, json, csv"),
+        ("html", "--format html is not supported"),
+    ] {
+        let out = pmlab()
+            .args(["hotplug", "--cpus", "1", "--format", format, "--db"])
+            .arg(db(&dir))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{format}: {err}");
+        assert!(err.contains(needle), "{format}: {err}");
+        assert!(!dir.path().join("pmlab.db").exists(), "{format}");
+    }
+}
+
 it_test!(refuses_without_root_before_doing_anything);
 fn refuses_without_root_before_doing_anything() {
     let _machine = require_machine();

@@ -6,6 +6,7 @@ pub mod info;
 mod json;
 mod mail;
 mod markdown;
+pub mod sheet;
 pub mod store;
 mod table;
 pub mod tables;
