@@ -4,7 +4,9 @@
 # PMLAB_TEST_NO_ROOT=1 runs the integration tests as `nobody`, to see what needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh   # idempotent: installs the peers the tests compare against
+# Idempotent: installs the peers the tests compare against. .ci/run has just run it (its
+# checks alone take 2 CPU s and up to 15 s here: eight Python imports) and says so.
+[ -n "${PMLAB_SETUP_DONE:-}" ] || bash scripts/setup.sh
 # The Python package (crates/pmlab-py), built into the shared target dir and installed for its
 # tests; the main job never needs it, so set-up leaves it to here.
 rm -f target/wheels/pmlab-*.whl
