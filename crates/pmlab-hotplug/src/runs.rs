@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use pmlab_kernel::knob::Assignment;
 use pmlab_kernel::{Direction as MetricDirection, Metric};
 
 use super::trace::OpTrace;
@@ -27,7 +28,7 @@ pub(crate) fn configuration(m: Mitigation) -> Configuration {
     Configuration {
         label: m.as_str().to_string(),
         knobs: match m {
-            Mitigation::RcuExpedited => vec!["rcu.expedited=1".to_string()],
+            Mitigation::RcuExpedited => vec![Assignment::rcu_expedited(true)],
             _ => Vec::new(),
         },
     }

@@ -831,10 +831,9 @@ impl Store {
             .map_err(&sql)?;
             let cid = tx.last_insert_rowid();
             for (j, k) in c.knobs.iter().enumerate() {
-                let (name, value) = spec::split_assignment(k).unwrap_or((k.as_str(), ""));
                 tx.execute(
                     "INSERT INTO knobs(configuration_id, position, name, value) VALUES (?1, ?2, ?3, ?4)",
-                    params![cid, j as i64, name, value],
+                    params![cid, j as i64, k.knob().to_string(), k.value()],
                 )
                 .map_err(&sql)?;
             }
@@ -1531,13 +1530,16 @@ fn new_uid() -> String {
 
 /// Configurations and workloads of a stored experiment, as spec values.
 impl StoredExperiment {
-    /// Its configurations as spec values.
-    pub fn spec_configurations(&self) -> Vec<Configuration> {
+    /// Its configurations as spec values (the stored assignments parsed again: a store is
+    /// a file, so text that is no longer an assignment is an error).
+    pub fn spec_configurations(&self) -> Result<Vec<Configuration>, spec::SpecError> {
         self.configurations
             .iter()
-            .map(|c| Configuration {
-                label: c.label.clone(),
-                knobs: c.knobs.clone(),
+            .map(|c| {
+                Ok(Configuration {
+                    label: c.label.clone(),
+                    knobs: spec::parse_assignments(&c.knobs)?,
+                })
             })
             .collect()
     }
