@@ -18,9 +18,6 @@ pub enum ExecError {
     /// Bad input to a fake or simulated executor, found before anything ran.
     #[error("{0}")]
     Invalid(String),
-    /// A knob setting that is not `NAME=VALUE`.
-    #[error(transparent)]
-    Assignment(#[from] crate::spec::SpecError),
     /// A workload's words that describe no workload.
     #[error(transparent)]
     Workload(#[from] pmlab_workload::WorkloadError),

@@ -815,6 +815,22 @@ mod tests {
             vec!["x=1", "y@0-1=2"]
         );
         assert!(Configuration::parse("b", "x").is_err());
+        // Parsed once, here: a bad CPU list is refused with its typed cause.
+        assert!(matches!(
+            Configuration::parse("b", "x=1 y@1-x=2"),
+            Err(SpecError::Assignment(AssignmentError::Cpus { text, .. })) if text == "y@1-x=2"
+        ));
+        let c = Configuration::parse("b", "y@3,1,2=on").unwrap();
+        assert_eq!(c.knobs[0].knob().cpus(), Some(&[1, 2, 3][..]));
+        assert_eq!(c.describe(), "y@1-3=on");
+        let j = serde_json::to_string(&c).unwrap();
+        assert_eq!(j, r#"{"label":"b","knobs":["y@1-3=on"]}"#);
+        assert_eq!(serde_json::from_str::<Configuration>(&j).unwrap(), c);
+        let bad = parse_run_spec(
+            Path::new("s.toml"),
+            "[[sweep]]\nknob = \"a@\"\nvalues = [1, 2]\n[[workload]]\nrun = \"idle\"\n",
+        );
+        assert!(matches!(bad, Err(SpecError::Assignment(_))), "{bad:?}");
         let c = vec![
             Configuration::parse("a", "").unwrap(),
             Configuration::parse("a", "").unwrap(),

@@ -27,9 +27,6 @@ use std::path::PathBuf;
 /// Why a knob operation was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KnobError {
-    /// A text that is not a knob name or assignment; nothing was written.
-    #[error(transparent)]
-    Assignment(#[from] AssignmentError),
     /// A bad assignment or name; nothing was written.
     #[error("`{assignment}`: {reason}")]
     Invalid {
