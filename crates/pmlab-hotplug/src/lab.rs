@@ -22,7 +22,7 @@ use crate::protocol::StopReason;
 use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
-use pmlab_kernel::knob::Transaction;
+use pmlab_kernel::knob::{value::parse_bool, Assignment, Transaction};
 use pmlab_kernel::Root;
 use pmlab_workload::{allowed_cpus, Affinity, AffinityGuard};
 
@@ -137,12 +137,10 @@ pub(crate) fn begin_transaction(paths: &Paths, cpus: &[u32]) -> Result<Transacti
     let mut fail = Vec::new();
     for &c in cpus {
         let f = CpuFiles::new(&sys_cpu, c);
-        online.push(format!("cpu.online@{c}={}", u8::from(f.is_online()?)));
+        online.push(Assignment::cpu_online(c, f.is_online()?));
         if f.fail().map(|x| x == -1).unwrap_or(false) {
             // The knob names the file as on the machine; the transaction puts it under its root.
-            fail.push(format!(
-                "sysfs:/sys/devices/system/cpu/cpu{c}/hotplug/fail=-1"
-            ));
+            fail.push(Assignment::hotplug_fail(c, -1));
         }
     }
     txn.apply(&online)?;
@@ -161,8 +159,13 @@ fn set_rcu_expedited(
     let found = found.ok_or_else(|| {
         HotplugError::Unsupported("this kernel has no /sys/kernel/rcu_expedited".into())
     })?;
-    let want = if on { "1" } else { found };
-    Ok(txn.apply(&[format!("rcu.expedited={want}")])?)
+    let want = on
+        || parse_bool(found).ok_or_else(|| {
+            HotplugError::Unsupported(format!(
+                "/sys/kernel/rcu_expedited reads `{found}`, not a boolean"
+            ))
+        })?;
+    Ok(txn.apply(&[Assignment::rcu_expedited(want)])?)
 }
 
 /// One timed operation; a kernel refusal is an error naming the errno.

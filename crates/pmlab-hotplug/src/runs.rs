@@ -11,6 +11,7 @@ use std::path::Path;
 
 use std::sync::atomic::AtomicBool;
 
+use pmlab_kernel::knob::Assignment;
 use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric};
 
 use super::trace::OpTrace;
@@ -80,7 +81,7 @@ pub(crate) fn configuration(m: Mitigation) -> Configuration {
     Configuration {
         label: m.as_str().to_string(),
         knobs: match m {
-            Mitigation::RcuExpedited => vec!["rcu.expedited=1".to_string()],
+            Mitigation::RcuExpedited => vec![Assignment::rcu_expedited(true)],
             _ => Vec::new(),
         },
     }

@@ -5,7 +5,7 @@
 #[path = "../../../tests/support/harness.rs"]
 mod harness;
 
-use pmlab_kernel::knob::{self, Transaction};
+use pmlab_kernel::knob::{self, Assignment, AssignmentError, KnobId, Transaction};
 use pmlab_kernel::sysinfo::fake::FakeTree;
 use pmlab_kernel::sysinfo::SystemInfo;
 use pmlab_kernel::Root;
@@ -19,8 +19,8 @@ fn file(t: &FakeTree, abs: &str) -> String {
         .to_string()
 }
 
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
+fn s(v: &[&str]) -> Vec<Assignment> {
+    Assignment::parse_all(v).unwrap()
 }
 
 it_test!(system_info_of_a_haltpoll_guest);
@@ -45,7 +45,7 @@ fn transaction_writes_then_restores_what_it_found() {
         .unwrap();
     assert_eq!(file(&t, POLL_NS), "150000");
     assert_eq!(
-        knob::read(&root, "haltpoll.guest_halt_poll_ns").unwrap(),
+        knob::read(&root, &KnobId::new("haltpoll.guest_halt_poll_ns")).unwrap(),
         "150000"
     );
     txn.restore().unwrap();
@@ -74,6 +74,57 @@ fn bad_assignments_are_refused_before_anything_is_written() {
     assert!(e.to_string().contains("no.such.knob"), "{e}");
     assert_eq!(file(&t, POLL_NS), before);
     txn.restore().unwrap();
+}
+
+it_test!(assignments_are_parsed_once_and_applied_typed);
+/// Text becomes an `Assignment` once (typed errors for bad text, the same text back from
+/// `Display`); the typed constructors pmlab uses itself go through the transaction like any
+/// other assignment, and a bad one changes nothing.
+fn assignments_are_parsed_once_and_applied_typed() {
+    let t = FakeTree::haltpoll_guest(true);
+    let root = Root::new(t.path());
+    for text in [
+        "cpu.online@1=0",
+        "cpuidle.POLL.disable@0-1=1",
+        "rcu.expedited=on",
+    ] {
+        let a: Assignment = text.parse().unwrap();
+        assert_eq!(a.to_string(), text);
+    }
+    let e = "cpu.online@one=0".parse::<Assignment>().unwrap_err();
+    assert!(matches!(e, AssignmentError::Cpus { .. }), "{e:?}");
+    assert!(matches!(
+        "rcu.expedited".parse::<Assignment>(),
+        Err(AssignmentError::NotAnAssignment { .. })
+    ));
+
+    let journals = tempfile::tempdir().unwrap();
+    let mut txn = Transaction::begin_in(&root, journals.path()).unwrap();
+    txn.apply(&[
+        Assignment::rcu_expedited(true),
+        Assignment::cpu_online(1, false),
+    ])
+    .unwrap();
+    assert_eq!(file(&t, "/sys/kernel/rcu_expedited"), "1");
+    assert_eq!(file(&t, "/sys/devices/system/cpu/cpu1/online"), "0");
+    assert_eq!(txn.knobs(), ["rcu.expedited", "cpu.online@1"]);
+    // A knob the machine lacks, built by the typed constructor: refused, nothing written.
+    let e = txn
+        .apply(&[
+            Assignment::rcu_expedited(false),
+            Assignment::cpu_online(7, true),
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("no cpu7"), "{e}");
+    assert_eq!(file(&t, "/sys/kernel/rcu_expedited"), "1");
+    txn.restore().unwrap();
+    assert_eq!(file(&t, "/sys/kernel/rcu_expedited"), "0");
+    assert_eq!(file(&t, "/sys/devices/system/cpu/cpu1/online"), "1");
+    assert_eq!(
+        knob::read(&root, &KnobId::cpu_online(1)).unwrap(),
+        "1",
+        "read by typed name"
+    );
 }
 
 it_test!(cpu_lists_round_trip_and_refuse_garbage);

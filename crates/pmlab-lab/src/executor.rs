@@ -2,9 +2,9 @@
 //! hooks, restore) — and the fake executor that makes scheduling and statistics tests
 //! deterministic (hyperfine style; the CLI exposes it behind a hidden `--fake-executor SPEC`).
 
-use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
+use crate::spec::{Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
-use pmlab_kernel::knob::KnobError;
+use pmlab_kernel::knob::{KnobError, KnobId};
 use pmlab_kernel::{Direction, Metric};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -18,9 +18,6 @@ pub enum ExecError {
     /// Bad input to a fake or simulated executor, found before anything ran.
     #[error("{0}")]
     Invalid(String),
-    /// A knob setting that is not `NAME=VALUE`.
-    #[error(transparent)]
-    Assignment(#[from] crate::spec::SpecError),
     /// A workload's words that describe no workload.
     #[error(transparent)]
     Workload(#[from] pmlab_workload::WorkloadError),
@@ -342,10 +339,10 @@ impl FakeExecutor {
 
     fn knob(&self, name: &str) -> Option<f64> {
         let c = self.current.as_ref()?;
-        c.knobs.iter().find_map(|k| {
-            let (n, v) = split_assignment(k).ok()?;
-            (n == name).then(|| v.parse().ok()).flatten()
-        })
+        let id = KnobId::new(name);
+        c.knobs
+            .iter()
+            .find_map(|a| (*a.knob() == id).then(|| a.value().parse().ok()).flatten())
     }
 
     /// A standard normal variate (Box–Muller).
@@ -367,19 +364,24 @@ const FAKE_KNOBS: &[&str] = &[
 
 impl Executor for FakeExecutor {
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
+        // Refused as the machine's knobs are: `KnobError` under the configuration's label.
         for c in &experiment.configurations {
-            for k in &c.knobs {
-                let (name, value) = split_assignment(k)?;
-                if !FAKE_KNOBS.contains(&name) {
-                    return Err(ExecError::Invalid(format!(
-                        "unknown knob `{name}` (the fake executor knows {})",
-                        FAKE_KNOBS.join(", ")
-                    )));
+            for a in &c.knobs {
+                let refuse = |source| ExecError::Configuration {
+                    label: c.label.clone(),
+                    source,
+                };
+                if !FAKE_KNOBS.iter().any(|n| *a.knob() == KnobId::new(*n)) {
+                    return Err(refuse(KnobError::Unknown {
+                        name: a.knob().clone(),
+                        hint: format!(" (the fake executor knows {})", FAKE_KNOBS.join(", ")),
+                    }));
                 }
-                if value.parse::<f64>().is_err() {
-                    return Err(ExecError::Invalid(format!(
-                        "knob `{name}`: value `{value}` is not a number"
-                    )));
+                if a.value().parse::<f64>().is_err() {
+                    return Err(refuse(KnobError::Invalid {
+                        assignment: a.to_string(),
+                        reason: format!("value `{}` is not a number", a.value()),
+                    }));
                 }
             }
         }
@@ -395,7 +397,7 @@ impl Executor for FakeExecutor {
             knobs: experiment
                 .all_knob_names()
                 .into_iter()
-                .map(|n| (n, "0".to_string()))
+                .map(|n| (n.to_string(), "0".to_string()))
                 .collect(),
             ..Default::default()
         }

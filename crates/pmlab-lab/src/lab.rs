@@ -14,7 +14,7 @@ use crate::protocol::{self, Observer, Outcome, ProtocolError};
 use crate::spec::{Budget, Configuration, Experiment};
 use crate::store::Store;
 use crate::tracing::TraceSource;
-use pmlab_kernel::knob::{self, KnobError, Transaction};
+use pmlab_kernel::knob::{self, Assignment, KnobError, KnobId, Transaction};
 use pmlab_kernel::{Metric, Root};
 use pmlab_workload::{WorkloadError, WorkloadResult, WorkloadSpec};
 use std::path::PathBuf;
@@ -317,12 +317,9 @@ impl Lab {
     /// `pmlab knob set`: validate every assignment before any write, apply them in one
     /// journaled transaction and keep it (`pmlab knob restore` undoes it). Journals of dead
     /// pmlab processes are restored first ([`KnobsSet::recovered`]).
-    pub fn set_knobs(&self, assignments: &[String]) -> Result<KnobsSet, LabError> {
+    pub fn set_knobs(&self, assignments: &[Assignment]) -> Result<KnobsSet, LabError> {
         knob::validate(&self.root, assignments)?;
-        let names: Vec<String> = assignments
-            .iter()
-            .filter_map(|a| a.split_once('=').map(|(n, _)| n.trim().to_string()))
-            .collect();
+        let names: Vec<&KnobId> = assignments.iter().map(Assignment::knob).collect();
         let before: Vec<Vec<(String, String)>> = names
             .iter()
             .map(|n| knob::read_all(&self.root, n).unwrap_or_default())
@@ -398,7 +395,7 @@ impl Lab {
     pub fn run_once(
         &self,
         spec: &WorkloadSpec,
-        knobs: &[String],
+        knobs: &[Assignment],
         settle: std::time::Duration,
         sources: &Sources,
     ) -> Result<OneRun, LabError> {

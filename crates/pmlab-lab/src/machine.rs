@@ -3,9 +3,9 @@
 //! taken right around each workload's measured part.
 
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
+use crate::spec::{Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
-use pmlab_kernel::knob::KnobError;
+use pmlab_kernel::knob::{Assignment, KnobError, KnobId};
 use pmlab_kernel::Metric;
 use pmlab_workload::{Probe, ProbeError, WorkloadError, WorkloadResult, WorkloadSpec};
 use std::path::PathBuf;
@@ -13,11 +13,11 @@ use std::path::PathBuf;
 /// How knobs are validated, read, set and restored.
 pub trait Knobs {
     /// Check assignments without writing anything.
-    fn validate(&self, assignments: &[String]) -> Result<(), KnobError>;
+    fn validate(&self, assignments: &[Assignment]) -> Result<(), KnobError>;
     /// Current values of knobs (names with `@CPUS`), for the system snapshot.
-    fn read(&self, names: &[String]) -> Vec<(String, String)>;
+    fn read(&self, names: &[KnobId]) -> Vec<(String, String)>;
     /// Machine = as found + these assignments (knobs set by an earlier call and absent here go back).
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError>;
+    fn switch_to(&mut self, assignments: &[Assignment]) -> Result<(), KnobError>;
     /// Every knob back as found.
     fn restore(&mut self) -> Result<(), KnobError>;
 }
@@ -29,19 +29,19 @@ pub struct NoKnobs {
 }
 
 impl Knobs for NoKnobs {
-    fn validate(&self, assignments: &[String]) -> Result<(), KnobError> {
+    fn validate(&self, assignments: &[Assignment]) -> Result<(), KnobError> {
         match assignments.first() {
             None => Ok(()),
             Some(a) => Err(KnobError::Invalid {
-                assignment: a.clone(),
+                assignment: a.to_string(),
                 reason: format!("cannot be set: {}", self.reason),
             }),
         }
     }
-    fn read(&self, _: &[String]) -> Vec<(String, String)> {
+    fn read(&self, _: &[KnobId]) -> Vec<(String, String)> {
         Vec::new()
     }
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError> {
+    fn switch_to(&mut self, assignments: &[Assignment]) -> Result<(), KnobError> {
         self.validate(assignments)
     }
     fn restore(&mut self) -> Result<(), KnobError> {
@@ -64,20 +64,20 @@ impl TransactionKnobs {
 }
 
 impl Knobs for TransactionKnobs {
-    fn validate(&self, assignments: &[String]) -> Result<(), KnobError> {
+    fn validate(&self, assignments: &[Assignment]) -> Result<(), KnobError> {
         pmlab_kernel::knob::validate(&self.root, assignments)
     }
-    fn read(&self, names: &[String]) -> Vec<(String, String)> {
+    fn read(&self, names: &[KnobId]) -> Vec<(String, String)> {
         names
             .iter()
             .map(|n| {
                 let v =
                     pmlab_kernel::knob::read(&self.root, n).unwrap_or_else(|e| format!("({e})"));
-                (n.clone(), v)
+                (n.to_string(), v)
             })
             .collect()
     }
-    fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError> {
+    fn switch_to(&mut self, assignments: &[Assignment]) -> Result<(), KnobError> {
         if self.txn.is_none() {
             if assignments.is_empty() {
                 return Ok(());
@@ -221,9 +221,6 @@ impl Executor for MachineExecutor {
             specs.push(WorkloadSpec::from_words(&w.argv)?);
         }
         for c in &experiment.configurations {
-            for k in &c.knobs {
-                split_assignment(k)?;
-            }
             self.knobs
                 .validate(&c.knobs)
                 .map_err(|source| ExecError::Configuration {
@@ -271,19 +268,20 @@ mod tests {
 
     struct LogKnobs(std::rc::Rc<std::cell::RefCell<Vec<String>>>);
     impl Knobs for LogKnobs {
-        fn validate(&self, a: &[String]) -> Result<(), KnobError> {
-            match a.iter().find(|k| k.starts_with("bad")) {
+        fn validate(&self, a: &[Assignment]) -> Result<(), KnobError> {
+            match a.iter().find(|k| k.knob().name().starts_with("bad")) {
                 Some(k) => Err(KnobError::Unknown {
-                    name: k.clone(),
+                    name: k.knob().clone(),
                     hint: String::new(),
                 }),
                 None => Ok(()),
             }
         }
-        fn read(&self, names: &[String]) -> Vec<(String, String)> {
-            names.iter().map(|n| (n.clone(), "0".into())).collect()
+        fn read(&self, names: &[KnobId]) -> Vec<(String, String)> {
+            names.iter().map(|n| (n.to_string(), "0".into())).collect()
         }
-        fn switch_to(&mut self, a: &[String]) -> Result<(), KnobError> {
+        fn switch_to(&mut self, a: &[Assignment]) -> Result<(), KnobError> {
+            let a: Vec<String> = a.iter().map(Assignment::to_string).collect();
             self.0.borrow_mut().push(format!("switch {}", a.join(" ")));
             Ok(())
         }
@@ -391,7 +389,7 @@ mod tests {
         )
         .unwrap();
         assert!(pmlab_kernel::error_chain(&m.validate(&bad).unwrap_err())
-            .contains("unknown knob `bad.knob=1`"));
+            .contains("unknown knob `bad.knob`"));
         let mut bad_w = bad.clone();
         bad_w.configurations[0].knobs.clear();
         bad_w.workloads[0].argv = vec!["warp".into()];
@@ -399,7 +397,7 @@ mod tests {
         assert!(NoKnobs {
             reason: "no".into()
         }
-        .validate(&["a=1".into()])
+        .validate(&[Assignment::rcu_expedited(true)])
         .is_err());
     }
 }

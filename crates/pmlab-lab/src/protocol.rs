@@ -1130,9 +1130,10 @@ mod tests {
             &mut Silent,
         )
         .unwrap_err();
+        let chain = pmlab_kernel::error_chain(&err);
         assert!(
-            err.to_string().contains("unknown knob `nosuch.knob`"),
-            "{err}"
+            chain.contains("configuration `b`") && chain.contains("unknown knob `nosuch.knob`"),
+            "{chain}"
         );
         assert!(fake.events.is_empty());
         assert!(store.list().unwrap().is_empty());

@@ -8,6 +8,7 @@
 #[path = "../../../tests/support/harness.rs"]
 mod harness;
 
+use pmlab_kernel::knob::{KnobError, KnobId};
 use pmlab_lab::executor::{ExecError, FakeExecutor, FakeSpec};
 use pmlab_lab::meter::{parse_wrap, MeterError, MeterSpec};
 use pmlab_lab::protocol::{run_experiment, ProtocolError, Silent, StopReason};
@@ -154,10 +155,16 @@ it_test!(an_unknown_knob_is_refused_before_anything_is_stored);
 fn an_unknown_knob_is_refused_before_anything_is_stored() {
     let mut store = Store::in_memory().unwrap();
     let e = run(&mut store, &with_b("cpuidle.governor=menu"), "").unwrap_err();
-    // The fake executor names the knobs it knows (the real one refuses with KnobError::Unknown).
+    // Refused as the real executor refuses it (KnobError::Unknown, typed), naming the
+    // configuration, and the knobs the fake executor knows.
     match &e {
-        ProtocolError::Invalid(ExecError::Invalid(why)) => {
-            assert!(why.contains("unknown knob `cpuidle.governor`"), "{why}")
+        ProtocolError::Invalid(ExecError::Configuration {
+            label,
+            source: KnobError::Unknown { name, hint },
+        }) => {
+            assert_eq!(label, "b");
+            assert_eq!(*name, KnobId::new("cpuidle.governor"));
+            assert!(hint.contains("fake.mean"), "{hint}");
         }
         other => panic!("{other:?}"),
     }

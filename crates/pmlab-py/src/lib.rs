@@ -525,6 +525,42 @@ fn results<'py>(py: Python<'py>, db: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
+/// A knob assignment, `NAME[@CPUS]=VALUE`, parsed as pmlab parses it (once, by
+/// pmlab-kernel); `str()` gives back the same text. Bad text raises `PmlabError` (a
+/// `ValueError`) saying what is wrong.
+#[pyclass(frozen, eq, hash, module = "pmlab")]
+#[derive(PartialEq, Hash)]
+struct Assignment(pmlab_kernel::knob::Assignment);
+
+#[pymethods]
+impl Assignment {
+    #[new]
+    fn new(text: &str) -> PyResult<Self> {
+        text.parse().map(Assignment).map_err(|e| py_err(&e))
+    }
+    /// The knob's name, without `@CPUS` (`cpuidle.POLL.disable`).
+    #[getter]
+    fn knob(&self) -> &str {
+        self.0.knob().name()
+    }
+    /// The CPUs it is limited to, sorted; None: every CPU the knob applies to.
+    #[getter]
+    fn cpus(&self) -> Option<Vec<u32>> {
+        self.0.knob().cpus().map(<[u32]>::to_vec)
+    }
+    /// The value as written (`200us`, `on`): the knob checks it when it is set.
+    #[getter]
+    fn value(&self) -> &str {
+        self.0.value()
+    }
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+    fn __repr__(&self) -> String {
+        format!("Assignment({:?})", self.0.to_string())
+    }
+}
+
 #[pymodule]
 fn _pmlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;
@@ -533,6 +569,7 @@ fn _pmlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(whatif, m)?)?;
     m.add_class::<Trace>()?;
     m.add_class::<Table>()?;
+    m.add_class::<Assignment>()?;
     m.add("PmlabError", m.py().get_type::<PmlabError>())?;
     m.add("KINDS", PyList::new(m.py(), pmlab_analysis::all::KINDS)?)?;
     Ok(())

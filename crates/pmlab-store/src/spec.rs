@@ -1,6 +1,7 @@
 //! What an experiment is: configurations (knob sets) × workloads, the protocol's budget,
 //! and the parsers shared by the CLI and `run-spec` TOML files.
 
+use pmlab_kernel::knob::{Assignment, AssignmentError, KnobId};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,9 +15,12 @@ pub enum SpecError {
     /// An assignment without `=`; as written.
     #[error("`{0}` is not KNOB=VALUE")]
     NotAnAssignment(String),
+    /// A knob name or assignment that does not parse (no name, bad `@CPUS`).
+    #[error("bad knob assignment")]
+    Assignment(#[source] AssignmentError),
     /// The same knob in two sweep axes; the knob.
     #[error("knob `{0}` is swept twice")]
-    DuplicateSweep(String),
+    DuplicateSweep(KnobId),
     /// The experiment names no workload.
     #[error("no workload given")]
     NoWorkload,
@@ -84,20 +88,17 @@ pub enum SpecError {
 pub struct Configuration {
     /// The configuration's name in tables (`A`, `B`, or the swept values).
     pub label: String,
-    /// Knob assignments, `NAME[@CPUS]=VALUE` each; empty: the machine as found.
-    pub knobs: Vec<String>,
+    /// Knob assignments (stored and serialised as `NAME[@CPUS]=VALUE` each); empty: the
+    /// machine as found.
+    pub knobs: Vec<Assignment>,
 }
 
 impl Configuration {
     /// A configuration from a space-separated assignment list; `""` is the machine as found.
     pub fn parse(label: &str, assignments: &str) -> Result<Configuration, SpecError> {
-        let knobs: Vec<String> = assignments.split_whitespace().map(str::to_string).collect();
-        for k in &knobs {
-            split_assignment(k)?;
-        }
         Ok(Configuration {
             label: label.to_string(),
-            knobs,
+            knobs: parse_assignments(assignments.split_whitespace())?,
         })
     }
 
@@ -106,14 +107,31 @@ impl Configuration {
         if self.knobs.is_empty() {
             "as found".into()
         } else {
-            self.knobs.join(" ")
+            self.knobs
+                .iter()
+                .map(Assignment::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         }
     }
 }
 
-/// Split `NAME[@CPUS]=VALUE` into its name (with `@CPUS`) and value, by the knob layer's rule.
-pub fn split_assignment(s: &str) -> Result<(&str, &str), SpecError> {
-    pmlab_kernel::knob::split_assignment(s).map_err(|_| SpecError::NotAnAssignment(s.to_string()))
+/// Parse one `NAME[@CPUS]=VALUE` as written in a spec or on the command line.
+pub fn parse_assignment(text: &str) -> Result<Assignment, SpecError> {
+    text.parse().map_err(|e| match e {
+        AssignmentError::NotAnAssignment { text } => SpecError::NotAnAssignment(text),
+        e => SpecError::Assignment(e),
+    })
+}
+
+/// Parse each of `texts` ([`parse_assignment`]); the first bad one is the error.
+pub fn parse_assignments<S: AsRef<str>>(
+    texts: impl IntoIterator<Item = S>,
+) -> Result<Vec<Assignment>, SpecError> {
+    texts
+        .into_iter()
+        .map(|t| parse_assignment(t.as_ref()))
+        .collect()
 }
 
 /// One workload, in the words of `pmlab run` (e.g. `["pipe", "--loops", "20000"]`).
@@ -302,8 +320,8 @@ impl Experiment {
     }
 
     /// Every distinct knob assignment used by any configuration.
-    pub(crate) fn all_assignments(&self) -> Vec<String> {
-        let mut v: Vec<String> = Vec::new();
+    pub(crate) fn all_assignments(&self) -> Vec<Assignment> {
+        let mut v: Vec<Assignment> = Vec::new();
         for c in &self.configurations {
             for k in &c.knobs {
                 if !v.contains(k) {
@@ -314,14 +332,12 @@ impl Experiment {
         v
     }
 
-    /// Every distinct knob name (with `@CPUS`) used by any configuration.
-    pub fn all_knob_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = Vec::new();
-        for k in self.all_assignments() {
-            if let Ok((name, _)) = split_assignment(&k) {
-                if !v.iter().any(|n| n == name) {
-                    v.push(name.to_string());
-                }
+    /// Every distinct knob (with `@CPUS`) used by any configuration.
+    pub fn all_knob_names(&self) -> Vec<KnobId> {
+        let mut v: Vec<KnobId> = Vec::new();
+        for a in self.all_assignments() {
+            if !v.contains(a.knob()) {
+                v.push(a.knob().clone());
             }
         }
         v
@@ -332,7 +348,7 @@ impl Experiment {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepAxis {
     /// The knob, `NAME[@CPUS]`.
-    pub knob: String,
+    pub knob: KnobId,
     /// Its values, in sweep order.
     pub values: Vec<String>,
 }
@@ -340,7 +356,12 @@ pub struct SweepAxis {
 impl SweepAxis {
     /// Parse `NAME[@CPUS]=V1,V2,...`; refused when a value is empty.
     pub fn parse(s: &str) -> Result<SweepAxis, SpecError> {
-        let (knob, values) = split_assignment(s)?;
+        let a = parse_assignment(s)?;
+        SweepAxis::new(a.knob().clone(), a.value())
+    }
+
+    /// The axis of `knob` over `values` (`V1,V2,...`); refused when a value is empty.
+    pub fn new(knob: KnobId, values: &str) -> Result<SweepAxis, SpecError> {
         let values: Vec<String> = values
             .split(',')
             .map(str::trim)
@@ -350,10 +371,7 @@ impl SweepAxis {
         if values.is_empty() {
             return Err(SpecError::EmptySweep(knob.to_string()));
         }
-        Ok(SweepAxis {
-            knob: knob.to_string(),
-            values,
-        })
+        Ok(SweepAxis { knob, values })
     }
 }
 
@@ -371,7 +389,7 @@ pub fn sweep_configurations(axes: &[SweepAxis]) -> Result<Vec<Configuration>, Sp
             return Err(SpecError::DuplicateSweep(a.knob.clone()));
         }
     }
-    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    let mut combos: Vec<Vec<(KnobId, String)>> = vec![Vec::new()];
     for axis in axes {
         let mut next = Vec::new();
         for c in &combos {
@@ -390,13 +408,13 @@ pub fn sweep_configurations(axes: &[SweepAxis]) -> Result<Vec<Configuration>, Sp
                 c[0].1.clone()
             } else {
                 c.iter()
-                    .map(|(k, v)| format!("{}={v}", short_knob(k)))
+                    .map(|(k, v)| format!("{}={v}", short_knob(&k.to_string())))
                     .collect::<Vec<_>>()
                     .join(",")
             };
             Configuration {
                 label,
-                knobs: c.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                knobs: c.into_iter().map(|(k, v)| k.set(v)).collect(),
             }
         })
         .collect())
@@ -630,12 +648,9 @@ pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
     for c in &file.configurations {
         let knobs = match &c.knobs {
             None => Vec::new(),
-            Some(KnobList::One(s)) => s.split_whitespace().map(str::to_string).collect(),
-            Some(KnobList::Many(v)) => v.clone(),
+            Some(KnobList::One(s)) => parse_assignments(s.split_whitespace())?,
+            Some(KnobList::Many(v)) => parse_assignments(v)?,
         };
-        for k in &knobs {
-            split_assignment(k)?;
-        }
         configurations.push(Configuration {
             label: c.label.clone(),
             knobs,
@@ -649,6 +664,7 @@ pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
         }
         let mut axes = Vec::new();
         for SpecSweep { knob, values } in &file.sweep {
+            let id: KnobId = knob.parse().map_err(SpecError::Assignment)?;
             let values: Vec<String> = match values {
                 toml::Value::Array(a) => a
                     .iter()
@@ -662,7 +678,7 @@ pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
                         ))),
                     })
                     .collect::<Result<_, _>>()?,
-                toml::Value::String(s) => SweepAxis::parse(&format!("{knob}={s}"))?.values,
+                toml::Value::String(s) => SweepAxis::new(id.clone(), s)?.values,
                 other => {
                     return Err(err(format!(
                         "sweep `{knob}`: {other} is not a list of values"
@@ -672,11 +688,8 @@ pub fn parse_run_spec(path: &Path, text: &str) -> Result<RunSpec, SpecError> {
             if values.is_empty() {
                 return Err(SpecError::EmptySweep(knob.clone()));
             }
-            swept.push(knob.clone());
-            axes.push(SweepAxis {
-                knob: knob.clone(),
-                values,
-            });
+            swept.push(id.to_string());
+            axes.push(SweepAxis { knob: id, values });
         }
         configurations = sweep_configurations(&axes)?;
     }
@@ -802,6 +815,22 @@ mod tests {
             vec!["x=1", "y@0-1=2"]
         );
         assert!(Configuration::parse("b", "x").is_err());
+        // Parsed once, here: a bad CPU list is refused with its typed cause.
+        assert!(matches!(
+            Configuration::parse("b", "x=1 y@1-x=2"),
+            Err(SpecError::Assignment(AssignmentError::Cpus { text, .. })) if text == "y@1-x=2"
+        ));
+        let c = Configuration::parse("b", "y@3,1,2=on").unwrap();
+        assert_eq!(c.knobs[0].knob().cpus(), Some(&[1, 2, 3][..]));
+        assert_eq!(c.describe(), "y@1-3=on");
+        let j = serde_json::to_string(&c).unwrap();
+        assert_eq!(j, r#"{"label":"b","knobs":["y@1-3=on"]}"#);
+        assert_eq!(serde_json::from_str::<Configuration>(&j).unwrap(), c);
+        let bad = parse_run_spec(
+            Path::new("s.toml"),
+            "[[sweep]]\nknob = \"a@\"\nvalues = [1, 2]\n[[workload]]\nrun = \"idle\"\n",
+        );
+        assert!(matches!(bad, Err(SpecError::Assignment(_))), "{bad:?}");
         let c = vec![
             Configuration::parse("a", "").unwrap(),
             Configuration::parse("a", "").unwrap(),

@@ -843,10 +843,9 @@ impl Store {
             .map_err(&sql)?;
             let cid = tx.last_insert_rowid();
             for (j, k) in c.knobs.iter().enumerate() {
-                let (name, value) = spec::split_assignment(k).unwrap_or((k.as_str(), ""));
                 tx.execute(
                     "INSERT INTO knobs(configuration_id, position, name, value) VALUES (?1, ?2, ?3, ?4)",
-                    params![cid, j as i64, name, value],
+                    params![cid, j as i64, k.knob().to_string(), k.value()],
                 )
                 .map_err(&sql)?;
             }

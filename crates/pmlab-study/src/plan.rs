@@ -5,6 +5,7 @@ use super::detect::Caps;
 use crate::spec::{
     sweep_configurations, Budget, Configuration, Experiment, Kind, SweepAxis, WorkloadDef,
 };
+use pmlab_kernel::knob::KnobId;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -179,16 +180,16 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 "0,25us,100us,200us",
                 "0,10us,25us,50us,100us,200us,400us",
             );
-            let axis = if let Some(k) = &caps.polling_knob {
-                format!("{k}={values}")
+            let (knob, values) = if let Some(k) = &caps.polling_knob {
+                (KnobId::new(k.as_str()), values)
             } else if caps.haltpoll_poll_ns.is_some()
                 && caps.cpuidle_driver.as_deref() == Some("haltpoll")
             {
-                format!("haltpoll.guest_halt_poll_ns={values}")
+                (KnobId::new("haltpoll.guest_halt_poll_ns"), values)
             } else {
-                "cpuidle.POLL.disable=1,0".to_string()
+                (KnobId::new("cpuidle.POLL.disable"), "1,0")
             };
-            let axes = vec![SweepAxis::parse(&axis).expect("sweep axis")];
+            let axes = vec![SweepAxis::new(knob, values).expect("sweep axis")];
             let configs = sweep_configurations(&axes).expect("sweep values");
             let ws = wake_workloads(caps, quick);
             let mut e = Experiment::new(
@@ -199,7 +200,7 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 None,
             )
             .expect("sweep experiment");
-            e.swept = axes.iter().map(|a| a.knob.clone()).collect();
+            e.swept = axes.iter().map(|a| a.knob.to_string()).collect();
             let t = pick(quick, 35.0, 200.0);
             StagePlan::Run {
                 steps: vec![Step::Experiment {
@@ -218,8 +219,9 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
             let configs: Vec<Configuration> = caps
                 .governors
                 .iter()
-                .map(|g| {
-                    Configuration::parse(g, &format!("cpuidle.governor={g}")).expect("governor")
+                .map(|g| Configuration {
+                    label: g.clone(),
+                    knobs: vec![KnobId::new("cpuidle.governor").set(g.as_str())],
                 })
                 .collect();
             let ws = wake_workloads(caps, quick);

@@ -4,9 +4,9 @@
 //! system snapshot under the given root.
 
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::spec::{split_assignment, Configuration, Experiment, WorkloadDef};
+use crate::spec::{Configuration, Experiment, WorkloadDef};
 use crate::system::SystemSnapshot;
-use pmlab_kernel::knob::KnobError;
+use pmlab_kernel::knob::{Assignment, KnobError};
 use pmlab_kernel::{Direction, Metric};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -46,16 +46,19 @@ fn poll_us(v: &str) -> Option<f64> {
     }
 }
 
-fn check(knob: &str) -> Result<(), KnobError> {
-    let (name, value) = pmlab_kernel::knob::split_assignment(knob)?;
-    match name {
-        "haltpoll.guest_halt_poll_ns" => poll_us(value).map(|_| ()).ok_or(KnobError::Invalid {
-            assignment: knob.into(),
-            reason: format!("bad value {value}"),
-        }),
-        "cpuidle.governor" | "cpuidle.POLL.disable" => Ok(()),
+/// The knobs the model knows (on all CPUs: none takes `@CPUS` here).
+fn check(a: &Assignment) -> Result<(), KnobError> {
+    let value = a.value();
+    match (a.knob().name(), a.knob().cpus()) {
+        ("haltpoll.guest_halt_poll_ns", None) => {
+            poll_us(value).map(|_| ()).ok_or(KnobError::Invalid {
+                assignment: a.to_string(),
+                reason: format!("bad value {value}"),
+            })
+        }
+        ("cpuidle.governor" | "cpuidle.POLL.disable", None) => Ok(()),
         _ => Err(KnobError::Unknown {
-            name: name.into(),
+            name: a.knob().clone(),
             hint: " on the simulated machine".into(),
         }),
     }
@@ -128,11 +131,13 @@ impl Executor for SimExecutor {
     fn configure(&mut self, c: &Configuration) -> Result<(), ExecError> {
         self.poll_us = 0.0;
         self.governor_penalty = 0.0;
-        for k in &c.knobs {
-            let (name, value) = split_assignment(k)?;
-            match name {
-                "haltpoll.guest_halt_poll_ns" => self.poll_us = poll_us(value).unwrap_or(0.0),
-                "cpuidle.governor" => {
+        for a in &c.knobs {
+            let value = a.value();
+            match (a.knob().name(), a.knob().cpus()) {
+                ("haltpoll.guest_halt_poll_ns", None) => {
+                    self.poll_us = poll_us(value).unwrap_or(0.0)
+                }
+                ("cpuidle.governor", None) => {
                     self.governor_penalty = if value == "ladder" { 2.0 } else { 0.0 }
                 }
                 _ => {}

@@ -2,7 +2,7 @@
 //! journal, restore). `set` keeps its journal so that `restore` undoes it later.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use pmlab_kernel::knob::{self, journal};
+use pmlab_kernel::knob::{self, journal, Assignment, KnobId};
 use pmlab_kernel::Root;
 
 const EXAMPLES: &str = "\
@@ -105,7 +105,7 @@ fn list(root: &Root, all: bool, json: bool) -> anyhow::Result<()> {
 fn get(root: &Root, names: &[String], json: bool) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for n in names {
-        rows.extend(knob::read_all(root, n)?);
+        rows.extend(knob::read_all(root, &n.parse::<KnobId>()?)?);
     }
     if json {
         let map: serde_json::Map<String, serde_json::Value> = rows
@@ -122,9 +122,10 @@ fn get(root: &Root, names: &[String], json: bool) -> anyhow::Result<()> {
 }
 
 fn set(root: &Root, assignments: &[String]) -> anyhow::Result<()> {
+    let assignments = Assignment::parse_all(assignments)?;
     // Zero grace: a signal during the writes restores them and exits at once.
     let lab = pmlab_lab::lab::Lab::at(root.clone(), std::time::Duration::ZERO)?;
-    let done = lab.set_knobs(assignments)?;
+    let done = lab.set_knobs(&assignments)?;
     for line in &done.recovered {
         eprintln!("pmlab: {line}");
     }

@@ -46,6 +46,7 @@ fn settle(s: &str) -> Result<std::time::Duration, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.workload.to_spec();
     spec.validate()?;
+    let set = pmlab_kernel::knob::Assignment::parse_all(&args.set)?;
     let sources = pmlab_lab::lab::Sources {
         trace: None,
         meter: args.meter.spec()?,
@@ -56,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     progress.set_message(format!("running {}", spec.describe()));
     progress.tick();
     let settle = args.settle.unwrap_or(pmlab_store::spec::DEFAULT_SETTLE);
-    let out = lab.run_once(&spec, &args.set, settle, &sources);
+    let out = lab.run_once(&spec, &set, settle, &sources);
     progress.finish_and_clear();
     let out = out?;
     for note in &out.notes {

@@ -55,12 +55,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let name = format!(
         "sweep {}: {}",
         axes.iter()
-            .map(|a| a.knob.as_str())
+            .map(|a| a.knob.to_string())
             .collect::<Vec<_>>()
             .join(" × "),
         workload.label
     );
     let mut experiment = Experiment::new(Kind::Sweep, name, configurations, vec![workload], None)?;
-    experiment.swept = axes.iter().map(|a| a.knob.clone()).collect();
+    experiment.swept = axes.iter().map(|a| a.knob.to_string()).collect();
     execute(experiment, &args.opts, None)
 }

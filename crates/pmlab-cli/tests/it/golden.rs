@@ -122,7 +122,10 @@ fn golden_whatif_of_the_haltpoll_fixtures() {
     );
     check(
         "whatif-haltpoll_pipe_200us-reverse.txt",
-        &output_in(&f, &["whatif", PARAMS, "--reverse", "haltpoll_pipe_200us.dat"]),
+        &output_in(
+            &f,
+            &["whatif", PARAMS, "--reverse", "haltpoll_pipe_200us.dat"],
+        ),
     );
 }
 

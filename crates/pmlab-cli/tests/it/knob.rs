@@ -349,6 +349,12 @@ fn knob_bad_input_is_refused_before_any_write() {
             "not a path under /sys".into(),
         ),
         ("cpu.online@7=0", "there is no cpu7".into()),
+        // Text that is no assignment: refused where it is parsed, with the typed cause.
+        (
+            "cpu.online@x=0",
+            "bad CPUs after `@`: 'x' is not a CPU list".into(),
+        ),
+        ("rcu.expedited", "expected NAME[@CPUS]=VALUE".into()),
     ];
     if !Path::new("/sys/devices/system/cpu/cpu0/online").exists() {
         cases.push(("cpu.online@0=0", "cpu0 has no `online` file".into()));

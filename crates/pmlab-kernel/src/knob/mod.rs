@@ -2,6 +2,7 @@
 //! ([`resolve`]), validation of every assignment before any write, and the journaled,
 //! always-restored [`Transaction`].
 
+mod assign;
 pub mod file;
 pub mod haltpoll;
 pub mod journal;
@@ -14,7 +15,8 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use resolve::{split_assignment, Target};
+pub use assign::{Assignment, AssignmentError, KnobId};
+pub use resolve::Target;
 pub use signal::{has_live_journals, request_stop, restore_live_and_exit, stop_requested};
 pub use table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
 pub use txn::Transaction;
@@ -36,8 +38,8 @@ pub enum KnobError {
     /// A name that matches no knob here.
     #[error("unknown knob `{name}`{hint}")]
     Unknown {
-        /// The name as given.
-        name: String,
+        /// The knob as given.
+        name: KnobId,
         /// Close matches or a note, with its leading separator (may be empty).
         hint: String,
     },
@@ -87,7 +89,7 @@ pub struct Plan {
     /// The exact string written to the kernel file (in the kernel's unit).
     pub value: String,
     /// The assignment it came from.
-    pub assignment: String,
+    pub assignment: Assignment,
 }
 
 /// A knob that resolves here, for `pmlab knob list`.
@@ -114,11 +116,11 @@ pub struct KnobInfo {
 /// Notes on what assignments do beyond their value: haltpoll's parameters only act through
 /// the haltpoll cpuidle driver (with another driver, or none, they change a number and not
 /// the idle loop), and under it their writes restart the per-CPU windows ([`haltpoll`]).
-pub fn effect_notes(root: &Root, assignments: &[String]) -> Vec<String> {
+pub fn effect_notes(root: &Root, assignments: &[Assignment]) -> Vec<String> {
     let driver = resolve::cpuidle_driver(root);
     let touches_haltpoll = assignments
         .iter()
-        .any(|a| a.trim_start().starts_with("haltpoll."));
+        .any(|a| a.knob().name().starts_with("haltpoll."));
     if !touches_haltpoll {
         Vec::new()
     } else if driver != "haltpoll" {
@@ -141,7 +143,7 @@ pub fn effect_notes(root: &Root, assignments: &[String]) -> Vec<String> {
 }
 
 /// Validate assignments without writing anything.
-pub fn validate(root: &Root, assignments: &[String]) -> Result<(), KnobError> {
+pub fn validate(root: &Root, assignments: &[Assignment]) -> Result<(), KnobError> {
     plan(root, assignments).map(|_| ())
 }
 
@@ -154,13 +156,13 @@ fn is_writable(t: &Target) -> bool {
 
 /// Resolve and check every assignment: names, CPUs, values, writability, duplicates,
 /// and that at least one CPU stays online. Nothing is written.
-pub fn plan(root: &Root, assignments: &[String]) -> Result<Vec<Plan>, KnobError> {
+pub fn plan(root: &Root, assignments: &[Assignment]) -> Result<Vec<Plan>, KnobError> {
     let mut plans: Vec<Plan> = Vec::new();
     for a in assignments {
-        let (name, value) = split_assignment(a)?;
-        for t in resolve::resolve(root, name)? {
+        let (name, value) = (a.knob().to_string(), a.value());
+        for t in resolve::resolve(root, a.knob())? {
             let bad = |reason: String| KnobError::Invalid {
-                assignment: a.clone(),
+                assignment: a.to_string(),
                 reason,
             };
             if !is_writable(&t) {
@@ -220,7 +222,7 @@ fn check_online(root: &Root, plans: &[Plan]) -> Result<(), KnobError> {
     }
     match last {
         Some(p) if !online.iter().any(|e| e.1) => Err(KnobError::Invalid {
-            assignment: p.assignment.clone(),
+            assignment: p.assignment.to_string(),
             reason: format!(
                 "offlining {} would leave no CPU online",
                 p.target.knob.replace("cpu.online@", "cpu")
@@ -243,18 +245,18 @@ pub fn read_target(t: &Target) -> Result<String, KnobError> {
     })
 }
 
-/// Values of every file `NAME[@CPUS]` stands for: (`knob@cpu`, value).
-pub fn read_all(root: &Root, name: &str) -> Result<Vec<(String, String)>, KnobError> {
-    resolve::resolve(root, name)?
+/// Values of every file a knob stands for: (`knob@cpu`, value).
+pub fn read_all(root: &Root, knob: &KnobId) -> Result<Vec<(String, String)>, KnobError> {
+    resolve::resolve(root, knob)?
         .iter()
         .map(|t| Ok((t.knob.clone(), read_target(t)?)))
         .collect()
 }
 
-/// Current value of `NAME[@CPUS]`: the value when all its files agree, else
+/// Current value of a knob: the value when all its files agree, else
 /// `knob@0=a knob@1=b`.
-pub fn read(root: &Root, name: &str) -> Result<String, KnobError> {
-    let all = read_all(root, name)?;
+pub fn read(root: &Root, knob: &KnobId) -> Result<String, KnobError> {
+    let all = read_all(root, knob)?;
     if all.iter().all(|(_, v)| *v == all[0].1) {
         Ok(all[0].1.clone())
     } else {
@@ -327,7 +329,9 @@ pub fn list_power(root: &Root, all: bool) -> Vec<KnobInfo> {
 
 /// Every knob that resolves here (one entry per file), with its value and allowed values.
 pub fn list(root: &Root) -> Vec<KnobInfo> {
-    let mut names: Vec<String> = Vec::new();
+    // Names read from the machine are taken as they are (`KnobId::of`): they are not parsed.
+    let mut targets: Vec<Target> = Vec::new();
+    let mut names: Vec<KnobId> = Vec::new();
     for d in KNOBS {
         match d.name {
             "cpuidle.{STATE}.disable" => {
@@ -339,7 +343,7 @@ pub fn list(root: &Root) -> Vec<KnobInfo> {
                         } else {
                             n
                         };
-                        names.push(format!("cpuidle.{n}.disable@{cpu}"));
+                        names.push(KnobId::of(format!("cpuidle.{n}.disable"), Some(vec![cpu])));
                     }
                 }
             }
@@ -350,7 +354,7 @@ pub fn list(root: &Root) -> Vec<KnobInfo> {
                 let text = std::fs::read_to_string(root.path(d.file)).unwrap_or_default();
                 for w in text.split_whitespace() {
                     let f = w.strip_prefix("NO_").unwrap_or(w);
-                    names.push(format!("sched.feature.{f}"));
+                    names.push(KnobId::of(format!("sched.feature.{f}"), None));
                 }
             }
             "sysfs:{PATH}" => {}
@@ -376,36 +380,31 @@ pub fn list(root: &Root) -> Vec<KnobInfo> {
                     }
                 }
                 found.sort();
-                names.extend(found);
+                names.extend(found.into_iter().map(|n| KnobId::of(n, None)));
             }
-            n if d.scope == Scope::Global => names.push(n.to_string()),
-            n => {
-                if let Ok(ts) = resolve::resolve(root, n) {
-                    names.extend(ts.into_iter().map(|t| t.knob));
-                }
-            }
+            n => names.push(KnobId::of(n.to_string(), None)),
+        }
+    }
+    for n in names {
+        if let Ok(ts) = resolve::resolve(root, &n) {
+            targets.extend(ts);
         }
     }
     let mut out = Vec::new();
-    for n in names {
-        let Ok(ts) = resolve::resolve(root, &n) else {
+    for t in targets {
+        if out.iter().any(|k: &KnobInfo| k.name == t.knob) {
             continue;
-        };
-        for t in ts {
-            if out.iter().any(|k: &KnobInfo| k.name == t.knob) {
-                continue;
-            }
-            out.push(KnobInfo {
-                value: read_target(&t).unwrap_or_else(|e| format!("({e})")),
-                allowed: allowed_text(root, &t),
-                writable: is_writable(&t),
-                unit: t.unit.clone(),
-                scope: t.def.scope,
-                help: t.def.help.into(),
-                file: t.path.clone(),
-                name: t.knob,
-            });
         }
+        out.push(KnobInfo {
+            value: read_target(&t).unwrap_or_else(|e| format!("({e})")),
+            allowed: allowed_text(root, &t),
+            writable: is_writable(&t),
+            unit: t.unit.clone(),
+            scope: t.def.scope,
+            help: t.def.help.into(),
+            file: t.path.clone(),
+            name: t.knob,
+        });
     }
     out
 }

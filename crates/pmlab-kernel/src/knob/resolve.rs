@@ -5,7 +5,8 @@ use super::file;
 use super::table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
 use super::value::{list_words, parse_bool, parse_int};
 use super::KnobError;
-use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use super::KnobId;
+use crate::cpulist::format_cpu_list;
 use crate::Root;
 use std::path::{Component, Path, PathBuf};
 
@@ -28,18 +29,6 @@ pub struct Target {
     pub policy: Option<u32>,
     /// The feature name of a `sched.feature.NAME` knob.
     pub feature: Option<String>,
-}
-
-/// Split `NAME[@CPUS]=VALUE`.
-pub fn split_assignment(a: &str) -> Result<(&str, &str), KnobError> {
-    match a.split_once('=') {
-        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim(), v.trim())),
-        _ => Err(KnobError::Invalid {
-            assignment: a.into(),
-            reason: "expected NAME[@CPUS]=VALUE (example: haltpoll.guest_halt_poll_ns=200us)"
-                .into(),
-        }),
-    }
 }
 
 /// Match a name against a pattern; captures of `{X}` in order.
@@ -294,28 +283,23 @@ fn auto_type(name: &str, current: &str) -> (Type, String) {
     }
 }
 
-/// The kernel files of `NAME[@CPUS]`.
-pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
+/// The kernel files of a knob (`NAME[@CPUS]`).
+pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
+    let full_name = &id.to_string();
     let bad = |reason: String| KnobError::Invalid {
-        assignment: full_name.into(),
+        assignment: full_name.clone(),
         reason,
     };
-    if let Some(path) = full_name.strip_prefix("sysfs:") {
+    if let Some(path) = id.sysfs_path() {
         return Ok(vec![resolve_sysfs(root, full_name, path)?]);
     }
-    let (name, cpus_text) = match full_name.rsplit_once('@') {
-        Some((n, c)) => (n, Some(c)),
-        None => (full_name, None),
-    };
-    let asked: Option<Vec<u32>> = match cpus_text {
-        Some(c) => Some(parse_cpu_list(c).map_err(|e| bad(e.to_string()))?),
-        None => None,
-    };
+    let name = id.name();
+    let asked: Option<Vec<u32>> = id.cpus().map(<[u32]>::to_vec);
     let (def, caps) = KNOBS
         .iter()
         .filter(|d| !d.name.starts_with("sysfs:"))
         .find_map(|d| match_pattern(d.name, name).map(|c| (d, c)))
-        .ok_or_else(|| unknown(root, full_name))?;
+        .ok_or_else(|| unknown(root, id))?;
     if def.access == Access::SchedFeature {
         ensure_debugfs(root);
     }
@@ -348,7 +332,7 @@ pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
                         "no sched features file ({}): debugfs is not mounted or not readable",
                         def.file
                     )),
-                    _ => unknown(root, full_name),
+                    _ => unknown(root, id),
                 });
             }
             if let Some(f) = &t.feature {
@@ -365,7 +349,7 @@ pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
                     ))
                 })?;
                 if file::feature_state(&text, f).is_none() {
-                    return Err(unknown(root, full_name));
+                    return Err(unknown(root, id));
                 }
             }
             if def.ty == Type::Auto {
@@ -462,8 +446,8 @@ pub fn resolve(root: &Root, full_name: &str) -> Result<Vec<Target>, KnobError> {
 }
 
 /// The unknown-knob error, with the nearest known name.
-fn unknown(root: &Root, name: &str) -> KnobError {
-    let base = name.split('@').next().unwrap_or(name);
+fn unknown(root: &Root, id: &KnobId) -> KnobError {
+    let base = id.name();
     thread_local!(static LISTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
     let mut names: Vec<String> = Vec::new();
     if !LISTING.with(|l| l.replace(true)) {
@@ -488,7 +472,7 @@ fn unknown(root: &Root, name: &str) -> KnobError {
         _ => " (see `pmlab knob list`)".into(),
     };
     KnobError::Unknown {
-        name: name.into(),
+        name: id.clone(),
         hint,
     }
 }

@@ -110,12 +110,20 @@ fn small_tree() -> tempfile::TempDir {
     d
 }
 
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
+fn s(v: &[&str]) -> Vec<Assignment> {
+    Assignment::parse_all(v).unwrap()
 }
 
+fn id(name: &str) -> KnobId {
+    name.parse().unwrap()
+}
+
+/// The error of parsing then validating `a` (text is parsed first, as at the edges).
 fn err(root: &Root, a: &[&str]) -> String {
-    validate(root, &s(a)).unwrap_err().to_string()
+    match Assignment::parse_all(a) {
+        Ok(a) => validate(root, &a).unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    }
 }
 
 #[test]
@@ -145,8 +153,8 @@ fn list_shows_every_knob_that_resolves() {
         .unwrap();
     assert_eq!(gov.value, "menu");
     assert_eq!(gov.allowed, "ladder|menu|teo|haltpoll");
-    assert_eq!(read(&root, "sched.feature.HRTICK").unwrap(), "0");
-    assert_eq!(read(&root, "cpuidle.C1.disable@1-2").unwrap(), "0");
+    assert_eq!(read(&root, &id("sched.feature.HRTICK")).unwrap(), "0");
+    assert_eq!(read(&root, &id("cpuidle.C1.disable@1-2")).unwrap(), "0");
 }
 
 #[test]
@@ -269,7 +277,7 @@ fn transaction_writes_and_restores() {
         get(r, "/sys/devices/system/cpu/cpu1/cpuidle/state0/disable"),
         "1"
     );
-    assert_eq!(read(&root, "sched.feature.HRTICK").unwrap(), "1");
+    assert_eq!(read(&root, &id("sched.feature.HRTICK")).unwrap(), "1");
     let j = journal::OnDisk::load(t.journal_path().unwrap()).unwrap();
     assert_eq!(j.entries.len(), 3);
     assert_eq!(j.entries[0].orig, "200000");
@@ -294,7 +302,7 @@ fn transaction_writes_and_restores() {
     t.restore().unwrap();
     assert_eq!(get(r, m), "200000");
     assert_eq!(get(r, "/sys/kernel/rcu_expedited"), "0");
-    assert_eq!(read(&root, "sched.feature.HRTICK").unwrap(), "0");
+    assert_eq!(read(&root, &id("sched.feature.HRTICK")).unwrap(), "0");
     assert!(journal::scan(jdir.path()).is_empty());
     // Drop restores too.
     {
@@ -420,11 +428,11 @@ fn kept_journals_wait_for_knob_restore() {
 #[test]
 fn haltpoll_knobs_without_the_haltpoll_driver_get_a_note() {
     let d = big_tree(); // intel_idle
-    let set = vec!["haltpoll.guest_halt_poll_ns=200us".to_string()];
+    let set = s(&["haltpoll.guest_halt_poll_ns=200us"]);
     let notes = effect_notes(&Root::new(d.path()), &set);
     assert_eq!(notes.len(), 1);
     assert!(notes[0].contains("intel_idle"), "{notes:?}");
-    let other = vec!["rcu.expedited=1".to_string()];
+    let other = s(&["rcu.expedited=1"]);
     assert!(effect_notes(&Root::new(d.path()), &other).is_empty());
     put(
         d.path(),
@@ -454,8 +462,7 @@ fn haltpoll_writes_and_restores_leave_the_governor_haltpoll() {
     put(r, gov, "haltpoll\n");
     let jdir = tempfile::tempdir().unwrap();
     let mut t = Transaction::begin_in(&Root::new(r), jdir.path()).unwrap();
-    t.apply(&["haltpoll.guest_halt_poll_ns=100us".to_string()])
-        .unwrap();
+    t.apply(&s(&["haltpoll.guest_halt_poll_ns=100us"])).unwrap();
     assert_eq!(get(r, gov), "haltpoll");
     t.restore().unwrap();
     assert_eq!(get(r, gov), "haltpoll");

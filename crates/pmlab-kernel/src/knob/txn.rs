@@ -3,7 +3,7 @@
 //! everything goes back on `restore`, on drop (errors, panics) and on signals.
 
 use super::journal::{self, DirLock, Entry, Journal, OnDisk};
-use super::{file, haltpoll, plan, signal, Access, KnobError, Plan};
+use super::{file, haltpoll, plan, signal, Access, Assignment, KnobError, Plan};
 use crate::Root;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,7 +59,7 @@ impl Transaction {
     /// Validate all, journal the originals (fsynced), then write and read back each one.
     /// On failure the writes of this call are rolled back and the error names the knob
     /// and the step.
-    pub fn apply(&mut self, assignments: &[String]) -> Result<(), KnobError> {
+    pub fn apply(&mut self, assignments: &[Assignment]) -> Result<(), KnobError> {
         let plans = plan(&self.root, assignments)?;
         self.journal_originals(&plans)?;
         let mut written: Vec<(&Plan, String)> = Vec::new();
@@ -99,7 +99,7 @@ impl Transaction {
 
     /// Machine = as found + these assignments: knobs of earlier calls that are not named
     /// here go back to their original values.
-    pub fn switch_to(&mut self, assignments: &[String]) -> Result<(), KnobError> {
+    pub fn switch_to(&mut self, assignments: &[Assignment]) -> Result<(), KnobError> {
         let plans = plan(&self.root, assignments)?;
         let back: Vec<Entry> = self
             .entries

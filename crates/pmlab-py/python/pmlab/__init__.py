@@ -12,6 +12,16 @@ Tables implement the Arrow C stream interface (``__arrow_c_stream__``): pyarrow,
 polars, pandas (through pyarrow) and DuckDB take them without a copy.
 """
 
-from ._pmlab import KINDS, PmlabError, Table, Trace, analyze, open, results, whatif
+from ._pmlab import KINDS, Assignment, PmlabError, Table, Trace, analyze, open, results, whatif
 
-__all__ = ["open", "analyze", "results", "whatif", "Trace", "Table", "PmlabError", "KINDS"]
+__all__ = [
+    "open",
+    "analyze",
+    "results",
+    "whatif",
+    "Trace",
+    "Table",
+    "Assignment",
+    "PmlabError",
+    "KINDS",
+]

@@ -9,6 +9,12 @@ KINDS: list[str]
 
 class PmlabError(ValueError): ...
 
+class Assignment:
+    knob: str
+    cpus: Optional[list[int]]
+    value: str
+    def __init__(self, text: str) -> None: ...
+
 class Table:
     num_rows: int
     column_names: list[str]
