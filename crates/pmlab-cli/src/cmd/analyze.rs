@@ -45,12 +45,8 @@ pub struct Args {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
-    /// Print everything as JSON (same as --format json).
-    #[arg(long)]
-    json: bool,
-    /// Output format: table, markdown or json (CSV: one file per table with --export).
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
-    format: Format,
+    #[command(flatten)]
+    out: super::FormatArgs,
     /// Show differences (absolute and relative) against this trace.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
@@ -213,8 +209,10 @@ fn read_hotplug_states(path: &Path) -> anyhow::Result<Vec<(u32, String)>> {
 const ANALYZE_FORMATS: &[Format] = &[Format::Table, Format::Markdown, Format::Json];
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let format = if args.json { Format::Json } else { args.format };
-    let format = format.check("pmlab analyze (CSV: --export DIR)", ANALYZE_FORMATS)?;
+    let format = args
+        .out
+        .get()
+        .check("pmlab analyze (CSV: --export DIR)", ANALYZE_FORMATS)?;
     let only: Vec<Analysis> = args
         .only
         .iter()

@@ -116,28 +116,14 @@ pub enum ByArg {
 
 #[derive(clap::Args)]
 pub struct View {
-    /// Output format: table, markdown, mail, json or csv.
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: super::FormatArgs,
     /// Compare against this configuration (a label) instead of the stored reference.
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
     /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
     #[arg(long, value_name = "LIST", default_value = "default")]
     pub side: String,
-}
-
-impl View {
-    fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
-    }
 }
 
 /// Open an existing store for reading (never creates one).
@@ -193,8 +179,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 view.reference.as_deref(),
                 &SideSelection::parse(&view.side),
             )?;
-            print!("{}", view.format().renderer().render(&report)?);
-            if runs && view.format() == Format::Table {
+            print!("{}", view.out.get().renderer().render(&report)?);
+            if runs && view.out.get() == Format::Table {
                 println!("\n{}", pmlab_report::render::store::runs(&e));
             }
             Ok(())
@@ -224,7 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 (None, None) => unreachable!("clap requires ID2 without --by"),
             };
-            print!("{}", view.format().renderer().render(&report)?);
+            print!("{}", view.out.get().renderer().render(&report)?);
             Ok(())
         }
         Sub::Export {

@@ -82,7 +82,7 @@ pub struct ExperimentOpts {
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
     /// Output format: table, markdown, mail, json or csv.
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    #[arg(long, value_parser = Format::parse_text, default_value = "table")]
     pub format: Format,
     /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
     #[arg(long, value_name = "LIST", default_value = "default")]
