@@ -52,7 +52,7 @@ fn duration(s: &str) -> Result<Duration, String> {
     spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
-fn settle(s: &str) -> Result<Duration, String> {
+pub fn settle(s: &str) -> Result<Duration, String> {
     spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 

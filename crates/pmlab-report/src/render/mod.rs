@@ -6,9 +6,11 @@ pub mod info;
 mod json;
 mod mail;
 mod markdown;
+pub mod run;
 pub mod store;
 mod table;
 pub mod tables;
+pub mod trace;
 
 use crate::report::Report;
 
