@@ -487,18 +487,11 @@ fn whatif<'py>(
 #[pyfunction]
 fn results<'py>(py: Python<'py>, db: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let tables = py.detach(|| -> PyResult<BTreeMap<&'static str, Table>> {
-        if !Path::new(&db).is_file() {
-            let what = if db.is_dir() {
-                "is a directory, not a pmlab result store"
-            } else {
-                "no such result store"
-            };
-            return Err(PyFileNotFoundError::new_err(format!(
-                "{}: {what}",
-                db.display()
-            )));
-        }
-        let store = pmlab_store::store::Store::open(&db).map_err(|e| py_err(&e))?;
+        use pmlab_store::store::{Store, StoreError};
+        let store = Store::open_existing(&db).map_err(|e| match e {
+            StoreError::Missing { .. } => PyFileNotFoundError::new_err(e.to_string()),
+            e => py_err(&e),
+        })?;
         let mut per: BTreeMap<&'static str, Vec<pmlab_analysis::parquet::Table>> = BTreeMap::new();
         for info in store.list().map_err(|e| py_err(&e))? {
             let e = store.load(info.id).map_err(|e| py_err(&e))?;

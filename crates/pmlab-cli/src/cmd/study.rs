@@ -123,12 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|s| !s.trim().is_empty())
         .map(|s| Stage::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64 % 1_000_000_000)
-            .unwrap_or(1)
-    });
+    let seed = args.seed.unwrap_or_else(pmlab_lab::request::clock_seed);
     let lab = Lab::at(Root::new(args.root.clone()), pmlab_lab::lab::GRACE)?;
     let bar = if args.quiet {
         ProgressBar::hidden()

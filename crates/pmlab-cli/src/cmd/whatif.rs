@@ -147,10 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let file = match (&args.file, args.run) {
         (Some(f), _) => f.clone(),
         (None, Some(run)) => {
-            if !args.db.is_file() {
-                bail!("--db {}: no result store there", args.db.display());
-            }
-            pmlab_store::store::Store::open(&args.db)?.trace_of_run(run)?
+            pmlab_store::store::Store::open_existing(&args.db)?.trace_of_run(run)?
         }
         (None, None) => unreachable!("clap requires FILE or --run"),
     };
