@@ -391,18 +391,15 @@ fn analyze<'py>(
         .collect::<Result<_, all::UnknownAnalysis>>()
         .map_err(|e| PmlabError::new_err(e.to_string()))?;
     let tables = py.detach(|| -> PyResult<Vec<(String, Table)>> {
-        let load = LoadOptions {
-            kallsyms: all::needs_kallsyms(&only),
-            ..Default::default()
+        use pmlab_analysis::file::{self, FileRequest, InputError};
+        let req = FileRequest {
+            only,
+            ..FileRequest::default()
         };
-        let trace = pmlab_trace::open_with(&path, &load).map_err(trace_err)?;
-        let extras = all::Extras {
-            model: None,
-            sidecar: pmlab_analysis::crosscheck::load(&path),
-            serial: false,
-        };
-        let opts = pmlab_analysis::Options::default();
-        let analyzed = all::analyze(&trace, &opts, &only, extras, None);
+        let analyzed = file::analyze_file(&path, &req, false).map_err(|e| match e {
+            InputError::Trace { source, .. } => trace_err(source),
+            e => py_err(&e),
+        })?;
         analyzed
             .tables()
             .iter()
