@@ -171,31 +171,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }))?
         );
     } else {
-        println!(
-            "pmlab study #{} ({:.0} s)",
-            rec.id,
-            started.elapsed().as_secs_f64()
-        );
-        for s in &rec.stages {
-            let ids: Vec<String> = s.experiments.iter().map(|i| format!("#{i}")).collect();
-            println!(
-                "  {:<17} {:<11} {:>6.1} s  {} {}",
-                s.stage,
-                s.status,
-                s.seconds,
-                ids.join(" "),
-                if s.status == "done" {
-                    String::new()
-                } else {
-                    s.reason.clone()
-                }
-            );
-        }
-        println!("\nSummary:");
-        for (i, f) in outcome.written.findings.iter().take(3).enumerate() {
-            println!("  {}. {}", i + 1, f.text);
-        }
-        println!("\nreport: {}", outcome.written.html.display());
+        let secs = started.elapsed().as_secs_f64();
+        let text = pmlab_report::render::study::text(rec.id, secs, &rec.stages, &outcome.written);
+        print!("{text}");
     }
     if rec.interrupted {
         anyhow::bail!(

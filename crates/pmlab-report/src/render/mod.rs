@@ -8,6 +8,7 @@ mod mail;
 mod markdown;
 pub mod run;
 pub mod store;
+pub mod study;
 mod table;
 pub mod tables;
 pub mod trace;
