@@ -4,14 +4,34 @@
 # PMLAB_TEST_NO_ROOT=1 runs the integration tests as `nobody`, to see what needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh   # idempotent: installs the peers the tests compare against
+# Idempotent: installs the peers the tests compare against. .ci/run has just run it (its
+# checks alone take 2 CPU s and up to 15 s here: eight Python imports) and says so.
+[ -n "${PMLAB_SETUP_DONE:-}" ] || bash scripts/setup.sh
 # The Python package (crates/pmlab-py), built into the shared target dir and installed for its
 # tests; the main job never needs it, so set-up leaves it to here.
 rm -f target/wheels/pmlab-*.whl
 python3 -m maturin build --release -q -m crates/pmlab-py/Cargo.toml -o target/wheels
 python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/pmlab-*.whl ||
   python3 -m pip install -q --root-user-action=ignore --break-system-packages --force-reinstall --no-deps target/wheels/pmlab-*.whl
-cargo build --release --bins
+# The test build reuses the binary's: a crate of the binary's build that the test build
+# compiles again (a feature only tests or only some members turn on: README "Build profile")
+# is named here, with how many.
+built=$(mktemp -d)
+cargo build --release --bins --message-format=json-render-diagnostics >"$built/bins"
+cargo test --release --workspace --no-run --message-format=json-render-diagnostics >"$built/tests"
+python3 - "$built/bins" "$built/tests" <<'EOF_PY'
+import json, sys
+def artifacts(path):
+    for line in open(path):
+        m = json.loads(line) if line.startswith("{") else {}
+        if m.get("reason") == "compiler-artifact" and not m["profile"]["test"]:
+            yield (m["package_id"], m["target"]["name"]), m["fresh"]
+bins = {k for k, _ in artifacts(sys.argv[1])}
+again = sorted({k[1] for k, fresh in artifacts(sys.argv[2]) if k in bins and not fresh})
+print(f"test build: {len(again)} of the binary's {len(bins)} crates compiled again",
+      (": " + " ".join(again)) if again else "", file=sys.stderr)
+EOF_PY
+rm -rf "$built"
 
 logs=$(mktemp -d)
 export PMLAB_TEST_SKIP_LOG="$logs/skips"

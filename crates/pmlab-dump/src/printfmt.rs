@@ -41,9 +41,46 @@ fn hex_digits(buf: &mut [u8; 24], mut v: u64, upper: bool) -> usize {
 
 #[inline]
 pub(crate) fn push_hex(out: &mut Vec<u8>, v: u64) {
+    push_hex_case(out, v, false);
+}
+
+/// Hex digits of `v`, upper-case when asked.
+#[inline]
+pub(crate) fn push_hex_case(out: &mut Vec<u8>, v: u64, upper: bool) {
     let mut b = [0u8; 24];
-    let s = hex_digits(&mut b, v, false);
+    let s = hex_digits(&mut b, v, upper);
     out.extend_from_slice(&b[s..]);
+}
+
+/// What both views print before an event: its buffer's name, padded to `buffer_width`, when
+/// the file has more than one buffer, and the "CPU:N [M EVENTS DROPPED]" line when `missed`.
+#[inline]
+pub(crate) fn push_line_prefix(
+    trace: &crate::model::Trace,
+    buffer_width: usize,
+    i: usize,
+    missed: Option<i64>,
+    out: &mut Vec<u8>,
+) {
+    if trace.meta.buffers.len() > 1 {
+        let b = trace.meta.event_buffer.get(i).copied().unwrap_or(0) as usize;
+        let name = trace.meta.buffers.get(b).map_or("", |s| s.as_str());
+        let s = out.len();
+        out.extend_from_slice(name.as_bytes());
+        pad_since(out, s, buffer_width, false);
+        out.extend_from_slice(if name.is_empty() { b"  " } else { b": " });
+    }
+    if let Some(m) = missed {
+        out.extend_from_slice(b"CPU:");
+        push_u64(out, trace.events.cpu[i] as u64);
+        if m >= 0 {
+            out.extend_from_slice(b" [");
+            push_i64(out, m);
+            out.extend_from_slice(b" EVENTS DROPPED]\n");
+        } else {
+            out.extend_from_slice(b" [EVENTS DROPPED]\n");
+        }
+    }
 }
 
 /// Right- (or left-) align what was written since `start` in `width` columns.

@@ -9,40 +9,13 @@ use std::io::Write;
 
 use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, FieldKind, Trace};
-use crate::printfmt::{pointer_ext_len, split_print_fmt};
+use crate::printfmt::{
+    pad_since, pointer_ext_len, push_hex_case as push_hex, push_i64, push_line_prefix, push_u64,
+    split_print_fmt,
+};
 
 // ---------------------------------------------------------------------------
 // Small formatting helpers (no allocation; decimal digits by itoa).
-
-#[inline]
-fn push_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
-#[inline]
-fn push_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
-#[inline]
-fn push_hex(out: &mut Vec<u8>, mut v: u64, upper: bool) {
-    let digits: &[u8; 16] = if upper {
-        b"0123456789ABCDEF"
-    } else {
-        b"0123456789abcdef"
-    };
-    let mut buf = [0u8; 16];
-    let mut i = 16;
-    loop {
-        i -= 1;
-        buf[i] = digits[(v & 15) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
 
 /// `%0Nllu` for N ≤ 20.
 #[inline]
@@ -53,21 +26,6 @@ fn push_u64_zero_padded(out: &mut Vec<u8>, v: u64, width: usize) {
     if n < width {
         let pad = width - n;
         out.splice(start..start, std::iter::repeat_n(b'0', pad));
-    }
-}
-
-/// Right-align (or left-align) what was written since `start` in `width` columns.
-#[inline]
-fn pad_since(out: &mut Vec<u8>, start: usize, width: usize, left: bool) {
-    let n = out.len() - start;
-    if n >= width {
-        return;
-    }
-    let pad = width - n;
-    if left {
-        out.resize(out.len() + pad, b' ');
-    } else {
-        out.splice(start..start, std::iter::repeat_n(b' ', pad));
     }
 }
 
@@ -750,31 +708,7 @@ impl<'t> Renderer<'t> {
         let ev = &self.trace.events;
         let cpu = ev.cpu[i];
         let line_start = out.len();
-        if self.trace.meta.buffers.len() > 1 {
-            let b = self.trace.meta.event_buffer.get(i).copied().unwrap_or(0) as usize;
-            let name = self
-                .trace
-                .meta
-                .buffers
-                .get(b)
-                .map(|s| s.as_str())
-                .unwrap_or("");
-            let s = out.len();
-            out.extend_from_slice(name.as_bytes());
-            pad_since(out, s, self.buffer_width, false);
-            out.extend_from_slice(if name.is_empty() { b"  " } else { b": " });
-        }
-        if let Some(m) = missed {
-            out.extend_from_slice(b"CPU:");
-            push_u64(out, cpu as u64);
-            if m >= 0 {
-                out.extend_from_slice(b" [");
-                push_i64(out, m);
-                out.extend_from_slice(b" EVENTS DROPPED]\n");
-            } else {
-                out.extend_from_slice(b" [EVENTS DROPPED]\n");
-            }
-        }
+        push_line_prefix(self.trace, self.buffer_width, i, missed, out);
         let rec = ev.record(i);
         let Some(er) = self.events.get(&ev.id[i]) else {
             out.extend_from_slice(

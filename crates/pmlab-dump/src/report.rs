@@ -9,7 +9,7 @@ use std::io::Write;
 
 use crate::model::{EventFormat, Trace};
 use crate::printfmt::{
-    pad_since, push_hex, push_i64, push_u64, BArg, BprintFormat, Env, PrintFormat,
+    push_hex, push_i64, push_line_prefix, push_u64, BArg, BprintFormat, Env, PrintFormat,
 };
 use crate::render::Renderer;
 
@@ -427,25 +427,7 @@ impl<'t> Report<'t> {
     pub fn event(&mut self, i: usize, missed: Option<i64>, out: &mut Vec<u8>) {
         let ev = &self.trace.events;
         let cpu = ev.cpu[i];
-        if self.trace.meta.buffers.len() > 1 {
-            let b = self.trace.meta.event_buffer.get(i).copied().unwrap_or(0) as usize;
-            let name = self.trace.meta.buffers.get(b).map_or("", |s| s.as_str());
-            let s = out.len();
-            out.extend_from_slice(name.as_bytes());
-            pad_since(out, s, self.buffer_width, false);
-            out.extend_from_slice(if name.is_empty() { b"  " } else { b": " });
-        }
-        if let Some(m) = missed {
-            out.extend_from_slice(b"CPU:");
-            push_u64(out, cpu as u64);
-            if m >= 0 {
-                out.extend_from_slice(b" [");
-                push_i64(out, m);
-                out.extend_from_slice(b" EVENTS DROPPED]\n");
-            } else {
-                out.extend_from_slice(b" [EVENTS DROPPED]\n");
-            }
-        }
+        push_line_prefix(self.trace, self.buffer_width, i, missed, out);
         let id = ev.id[i] as usize;
         if self.names.get(id).is_none_or(|n| n.is_none()) {
             out.extend_from_slice(

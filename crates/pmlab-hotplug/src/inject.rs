@@ -19,18 +19,18 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::lab::{begin_transaction, Progress};
-use super::runs::{configuration, lower, ms};
+use super::runs::{configuration, lower, ms, run_protocol, Fatal};
 use super::states::{HotplugState, StateTable};
 use super::sysfs::{CpuFiles, Direction};
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::protocol::{self, Silent, StopReason};
+use crate::protocol::StopReason;
 use crate::spec::{Budget, Configuration, Experiment, Kind, Order, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
 use pmlab_kernel::knob::Transaction;
-use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric};
+use pmlab_kernel::{Direction as MetricDirection, Metric};
 
 /// Which states to walk.
 #[derive(Debug, Clone)]
@@ -254,11 +254,7 @@ impl Executor for AttemptExecutor<'_> {
         let (cpu, dir, state) = &self.plan[context.workload];
         let a = match attempt(cpu, *dir, state) {
             Ok(a) => a,
-            Err(e) => {
-                let message = ExecError::Invalid(error_chain(&e));
-                self.fatal = Some(e);
-                return Err(RunError::Fatal(message));
-            }
+            Err(e) => return Err(self.fail(e)),
         };
         self.progress.step(&format!(
             "cpu{} {} {}:{}",
@@ -269,14 +265,14 @@ impl Executor for AttemptExecutor<'_> {
         ));
         let outcome = a.outcome.clone();
         let side = vec![
-            Metric::new("cpu", a.cpu as f64, "", MetricDirection::Neutral),
-            Metric::new("inject.state", a.state as f64, "", MetricDirection::Neutral),
+            Metric::new("inject.state", a.state as f64, "", MetricDirection::Neutral).on_cpu(a.cpu),
             Metric::new(
                 "inject.rolled_back",
                 (a.outcome == InjectOutcome::RolledBack) as u8 as f64,
                 "",
                 MetricDirection::Neutral,
-            ),
+            )
+            .on_cpu(a.cpu),
         ];
         let wall = a.wall_ns;
         self.attempts.push(a);
@@ -285,7 +281,7 @@ impl Executor for AttemptExecutor<'_> {
             // The run fails with what went wrong; the walk goes on.
             InjectOutcome::Unexpected(d) => Err(RunError::Exec(HotplugError::Unexpected(d).into())),
             _ => Ok(RunOutput {
-                metrics: vec![lower("inject.wall_ms", ms(wall), "ms")],
+                metrics: vec![lower("inject.wall_ms", ms(wall), "ms", cpu.cpu)],
                 side_metrics: side,
                 trace_path: None,
             }),
@@ -294,6 +290,12 @@ impl Executor for AttemptExecutor<'_> {
 
     fn restore(&mut self) -> Result<(), ExecError> {
         Ok(self.txn.restore().map_err(HotplugError::from)?)
+    }
+}
+
+impl Fatal for AttemptExecutor<'_> {
+    fn fatal(&mut self) -> &mut Option<HotplugError> {
+        &mut self.fatal
     }
 }
 
@@ -413,23 +415,9 @@ pub fn run_inject(
         fatal: None,
         progress,
     };
-    let outcome = protocol::run_experiment(
-        store,
-        &mut exec,
-        &experiment,
-        &budget,
-        command,
-        &opts.stop,
-        &mut Silent,
-    );
-    if let Some(e) = exec.fatal.take() {
-        return Err(e);
-    }
-    let outcome = outcome?;
-    match &outcome.stop {
-        StopReason::Interrupted => return Err(HotplugError::Interrupted),
-        StopReason::Error(e) => return Err(HotplugError::Unexpected(e.clone())),
-        _ => {}
+    let outcome = run_protocol(store, &mut exec, &experiment, &budget, command, &opts.stop)?;
+    if outcome.stop == StopReason::Interrupted {
+        return Err(HotplugError::Interrupted);
     }
     let mut attempts = std::mem::take(&mut exec.attempts);
     if let Some(t) = tracer {
@@ -461,7 +449,10 @@ pub fn run_inject(
                 }
             }
             if let Some(rb) = a.rollback_ns {
-                rollback.push((place, vec![lower("inject.rollback_ms", ms(rb), "ms")]));
+                rollback.push((
+                    place,
+                    vec![lower("inject.rollback_ms", ms(rb), "ms", a.cpu)],
+                ));
             }
         }
         store.add_side_metrics(outcome.experiment_id, &rollback)?;
@@ -510,6 +501,18 @@ mod tests {
         };
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["attempts"][0]["direction"], "down");
+        // Its tables: the attempts first (the CSV form), typed cells.
+        use pmlab_analysis::{Cell, Tabular};
+        let t = r.tables();
+        assert_eq!(t[0].name, "attempts");
+        assert_eq!(t[0].rows[0][0], Cell::Int(1));
+        assert_eq!(
+            t[0].rows[0][3],
+            Cell::Str("not triggered (no callback this way)".into())
+        );
+        assert_eq!(t[0].rows[0][6], Cell::Empty, "no rollback time untraced");
+        assert_eq!(t[1].rows[0][2], Cell::Int(1), "one state accepted");
+        assert!(r.head()[1].starts_with("1 attempts: 0 failed and rolled back, 1 not triggered"));
         assert_eq!(j["accepted"], serde_json::json!([[1, "up", [5]]]));
     }
 
@@ -553,6 +556,7 @@ mod tests {
             assert_eq!(run.workload, k);
             assert_eq!(run.status, crate::store::RunStatus::Ok);
             assert_eq!(run.metrics[0].name, "inject.wall_ms");
+            assert!(run.metrics.iter().all(|m| m.cpu == Some(1)), "{run:?}");
         }
         assert_eq!(e.workloads[0].argv[..3], ["hotplug", "inject-fail", "down"]);
     }

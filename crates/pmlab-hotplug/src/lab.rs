@@ -11,19 +11,19 @@ use serde::Serialize;
 
 use super::boost::{BoostCgroup, BoostMode};
 use super::loaders::{LoaderCommand, LoaderKind, Loaders};
-use super::runs::{configuration, lower, ms, step_metrics, WALL_METRIC};
+use super::runs::{configuration, lower, ms, run_protocol, step_metrics, Fatal, WALL_METRIC};
 use super::states::StateTable;
 use super::sysfs::{errno_meaning, read_trimmed, CpuFiles, Direction, TimedWrite};
 use super::trace::OpTrace;
 use super::tracer::{LabTracer, TimedOp};
 use super::{HotplugError, Mitigation, Paths};
 use crate::executor::{ExecError, Executor, RunContext, RunError, RunOutput};
-use crate::protocol::{self, Silent, StopReason};
+use crate::protocol::StopReason;
 use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
 use crate::store::Store;
 use crate::system::SystemSnapshot;
 use pmlab_kernel::knob::Transaction;
-use pmlab_kernel::{error_chain, Direction as MetricDirection, Metric, Root};
+use pmlab_kernel::Root;
 use pmlab_workload::{allowed_cpus, Affinity, AffinityGuard};
 
 /// What to run.
@@ -271,12 +271,11 @@ impl CycleExecutor<'_> {
         }
         w
     }
+}
 
-    /// A refusal ends the session: kept typed, the run fails as fatal.
-    fn fail(&mut self, e: HotplugError) -> RunError {
-        let message = ExecError::Invalid(error_chain(&e));
-        self.fatal = Some(e);
-        RunError::Fatal(message)
+impl Fatal for CycleExecutor<'_> {
+    fn fatal(&mut self) -> &mut Option<HotplugError> {
+        &mut self.fatal
     }
 }
 
@@ -357,8 +356,8 @@ impl Executor for CycleExecutor<'_> {
             dir.short()
         ));
         Ok(RunOutput {
-            metrics: vec![lower(WALL_METRIC, ms(w.wall().0), "ms")],
-            side_metrics: vec![Metric::new("cpu", cpu as f64, "", MetricDirection::Neutral)],
+            metrics: vec![lower(WALL_METRIC, ms(w.wall().0), "ms", cpu)],
+            side_metrics: Vec::new(),
             trace_path: None,
         })
     }
@@ -496,22 +495,7 @@ pub fn run_lab(
         fatal: None,
         progress,
     };
-    let outcome = protocol::run_experiment(
-        store,
-        &mut exec,
-        &experiment,
-        &budget,
-        command,
-        &opts.stop,
-        &mut Silent,
-    );
-    if let Some(e) = exec.fatal.take() {
-        return Err(e);
-    }
-    let outcome = outcome?;
-    if let StopReason::Error(e) = &outcome.stop {
-        return Err(HotplugError::Unexpected(e.clone()));
-    }
+    let outcome = run_protocol(store, &mut exec, &experiment, &budget, command, &opts.stop)?;
     notes.append(&mut exec.notes);
     let mut ops = std::mem::take(&mut exec.ops);
     if let Some(t) = tracer {
@@ -538,7 +522,7 @@ pub fn run_lab(
         let steps: Vec<_> = ops
             .iter()
             .zip(&exec.places)
-            .filter_map(|(op, &place)| Some((place, step_metrics(op.trace.as_ref()?))))
+            .filter_map(|(op, &place)| Some((place, step_metrics(op.trace.as_ref()?, op.cpu))))
             .collect();
         store.add_side_metrics(outcome.experiment_id, &steps)?;
     }
@@ -662,6 +646,15 @@ mod tests {
             .iter()
             .all(|r| r.status == RunStatus::Ok && !r.warmup));
         assert_eq!(e.runs[0].metrics[0].name, WALL_METRIC);
+        // Each run's CPU is its metrics' CPU, the one its workload writes; no value metric.
+        for run in &e.runs {
+            let argv = &e.workloads[run.workload].argv;
+            let cpu: u32 = argv[argv.iter().position(|a| a == "--cpus").unwrap() + 1]
+                .parse()
+                .unwrap();
+            assert!(run.metrics.iter().all(|m| m.cpu == Some(cpu)), "{run:?}");
+            assert!(run.metrics.iter().all(|m| m.name != "cpu"), "{run:?}");
+        }
         assert_eq!(e.info.seed, 42);
     }
 

@@ -9,8 +9,6 @@ pub mod boost;
 pub mod inject;
 pub mod lab;
 pub mod loaders;
-// The session report is kept by the output path's owner; its docs come with that work.
-#[allow(missing_docs)]
 pub mod report;
 pub mod runs;
 pub mod states;

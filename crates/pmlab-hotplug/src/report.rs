@@ -1,11 +1,12 @@
 //! The hotplug report: latency per configuration, direction and load (n, p50, p90, p99, max;
 //! arch part vs the rest), the steps that make the p99, outliers with their slowest step,
 //! mitigations against the baseline with CIs and a verdict, the trace cross-check, and the
-//! fault-injection walk. Rendered as terminal tables or serialised as JSON.
+//! fault-injection walk. Both are [`Tabular`] (tables with typed cells, and notes) and
+//! serialisable: pmlab-report's `render::sheet` prints them in every text format.
 
 use std::collections::BTreeMap;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use pmlab_analysis::{Cell, Table, Tabular};
 use pmlab_kernel::Direction as MetricDirection;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -31,15 +32,24 @@ fn ms(ns: f64) -> f64 {
 /// One line of the latency table.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
+    /// The configuration (mitigation).
     pub config: Mitigation,
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level: loader instances in the background.
     pub load: u32,
+    /// Operations measured.
     pub n: usize,
+    /// Median wall time (nearest rank), ms.
     pub p50_ms: f64,
+    /// 90th percentile, ms.
     pub p90_ms: f64,
+    /// 99th percentile, ms.
     pub p99_ms: f64,
+    /// Slowest operation, ms.
     pub max_ms: f64,
+    /// Mean wall time, ms.
     pub mean_ms: f64,
     /// Median time from the write to the first step (locks, RCU sync, queueing).
     pub before_steps_p50_ms: Option<f64>,
@@ -47,23 +57,31 @@ pub struct LatencyRow {
     pub span_p50_ms: Option<f64>,
     /// Median time from the last step to the write's return (wakeup of the writer).
     pub after_steps_p50_ms: Option<f64>,
-    /// Median time in arch steps, and in the rest of the steps.
+    /// Median time in arch steps.
     pub arch_p50_ms: Option<f64>,
+    /// Median time in the rest of the steps.
     pub rest_p50_ms: Option<f64>,
 }
 
 /// A step among those that make the p99.
 #[derive(Debug, Clone, Serialize)]
 pub struct TopStep {
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level.
     pub load: u32,
+    /// 1 for the step with the most time.
     pub rank: usize,
+    /// Its cpuhp state number.
     pub state: i32,
+    /// Its state's name (`sched:active`).
     pub name: String,
+    /// Its callback (`sched_cpu_deactivate`).
     pub callback: String,
     /// "target" (the CPU being plugged) or "control".
     pub ran_on: &'static str,
+    /// An arch step (the part the platform owns).
     pub arch: bool,
     /// Mean exclusive time in the operations at or above the p99.
     pub mean_ms: f64,
@@ -76,14 +94,22 @@ pub struct TopStep {
 /// An operation flagged by the MAD rule (modified z > 3.5), slow side only.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outlier {
+    /// The configuration it ran in.
     pub config: Mitigation,
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level.
     pub load: u32,
+    /// Its round, from 0.
     pub round: u32,
+    /// Its wall time, ms.
     pub wall_ms: f64,
+    /// The sample median of its group, ms.
     pub median_ms: f64,
+    /// Its slowest step (`STATE NAME (CALLBACK)`), when traced.
     pub slowest_step: Option<String>,
+    /// That step's exclusive time, ms.
     pub slowest_step_ms: Option<f64>,
 }
 
@@ -92,15 +118,24 @@ pub use crate::stats::QuantileChange as Change;
 /// A mitigation against the baseline, one direction and load level.
 #[derive(Debug, Clone, Serialize)]
 pub struct MitigationRow {
+    /// The mitigation.
     pub mitigation: Mitigation,
+    /// Offline (`down`) or online (`up`).
     #[serde(serialize_with = "Direction::serialize_short")]
     pub direction: Direction,
+    /// Load level.
     pub load: u32,
+    /// The baseline's p50, ms.
     pub baseline_p50_ms: f64,
+    /// The mitigation's p50, ms.
     pub p50_ms: f64,
+    /// The p50's relative change with its bootstrap 95% CI.
     pub p50_change: Option<Change>,
+    /// The baseline's p99, ms.
     pub baseline_p99_ms: f64,
+    /// The mitigation's p99, ms.
     pub p99_ms: f64,
+    /// The p99's relative change with its bootstrap 95% CI.
     pub p99_change: Option<Change>,
     /// Welch (and Mann-Whitney on skewed data) on all operations; `verdict` says it in words.
     pub comparison: stats::Comparison,
@@ -109,14 +144,21 @@ pub struct MitigationRow {
 /// Steps vs traced span, per operation.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceCheck {
+    /// Operations with steps in the trace.
     pub traced_ops: usize,
+    /// Operations without.
     pub untraced_ops: usize,
+    /// Traced operations whose steps sum to within `tolerance` of their span.
     pub within_tolerance: usize,
+    /// [`COVERAGE_TOLERANCE`].
     pub tolerance: f64,
+    /// Smallest steps/span ratio.
     pub min_coverage: f64,
+    /// Largest steps/span ratio.
     pub max_coverage: f64,
-    /// Operations whose writing task was preempted between steps, and for how long in all.
+    /// Operations whose writing task was preempted between steps.
     pub preempted_ops: usize,
+    /// For how long, in all.
     pub preempted_ms: f64,
     /// Interrupt time on the control CPU between steps, in all.
     pub interrupted_ms: f64,
@@ -127,18 +169,31 @@ pub struct TraceCheck {
 /// The latency lab's report.
 #[derive(Debug, Clone, Serialize)]
 pub struct HotplugReport {
+    /// CPUs cycled.
     pub cpus: Vec<u32>,
+    /// Measured cycles per CPU, configuration and load level.
     pub cycles: u32,
+    /// Load levels.
     pub loads: Vec<u32>,
+    /// The background loader's word.
     pub loader: &'static str,
+    /// Seed of the per-round shuffles.
     pub seed: u64,
+    /// Configurations, baseline first.
     pub configurations: Vec<Mitigation>,
+    /// Per configuration, direction and load.
     pub latency: Vec<LatencyRow>,
+    /// The baseline's steps behind the p99, per direction and load.
     pub top_steps: Vec<TopStep>,
+    /// Slow outliers.
     pub outliers: Vec<Outlier>,
+    /// Each mitigation against the baseline.
     pub mitigations: Vec<MitigationRow>,
+    /// Steps against spans, when traced.
     pub trace_check: Option<TraceCheck>,
+    /// What a reader should know.
     pub notes: Vec<String>,
+    /// Every operation, in run order.
     pub operations: Vec<OpRecord>,
 }
 
@@ -167,6 +222,7 @@ fn wall_summary(ops: &[&OpRecord]) -> (DurationSummary, u64) {
 }
 
 impl HotplugReport {
+    /// The report of a session.
     pub fn build(r: &LabResult) -> HotplugReport {
         let g = groups(&r.ops);
         let mut latency = Vec::new();
@@ -348,11 +404,10 @@ impl HotplugReport {
         }
     }
 
-    /// Terminal tables.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        out += &format!(
-            "CPU hotplug latency: cpus {} · {} cycles · loads {} ({} loader) · seed {}\n\n",
+    /// The line above the tables: what ran.
+    pub fn head(&self) -> Vec<String> {
+        vec![format!(
+            "CPU hotplug latency: cpus {} · {} cycles · loads {} ({} loader) · seed {}",
             super::format_cpu_list(&self.cpus),
             self.cycles,
             self.loads
@@ -362,61 +417,73 @@ impl HotplugReport {
                 .join(","),
             self.loader,
             self.seed
-        );
-        let mut t = table(&[
-            "config", "dir", "load", "n", "p50 ms", "p90 ms", "p99 ms", "max ms", "before",
-            "steps", "after", "arch", "rest",
-        ]);
-        for r in &self.latency {
-            let opt = |v: Option<f64>| v.map_or("-".to_string(), f2);
-            t.add_row(vec![
-                Cell::new(r.config.as_str()),
-                Cell::new(r.direction.short()),
-                num(r.load.to_string()),
-                num(r.n.to_string()),
-                num(f2(r.p50_ms)),
-                num(f2(r.p90_ms)),
-                num(f2(r.p99_ms)),
-                num(f2(r.max_ms)),
-                num(opt(r.before_steps_p50_ms)),
-                num(opt(r.span_p50_ms)),
-                num(opt(r.after_steps_p50_ms)),
-                num(opt(r.arch_p50_ms)),
-                num(opt(r.rest_p50_ms)),
-            ]);
-        }
-        out += &format!(
+        )]
+    }
+}
+
+impl Tabular for HotplugReport {
+    /// Latency (the CSV form's table), the steps behind the p99, outliers, mitigations and
+    /// the trace check.
+    fn tables(&self) -> Vec<Table> {
+        let mut latency = Table::new(
+            "latency",
             "Latency per direction and load (wall time around the write; the last five columns are \
              medians: before the first step, traced steps span, after the last step, and the span \
-             split into arch steps and the rest)\n{t}\n\n"
+             split into arch steps and the rest)",
+            &[
+                "config", "dir", "load", "n", "p50 ms", "p90 ms", "p99 ms", "max ms", "before",
+                "steps", "after", "arch", "rest",
+            ],
+            3,
         );
+        for r in &self.latency {
+            latency.row(vec![
+                r.config.as_str().into(),
+                r.direction.short().into(),
+                r.load.into(),
+                r.n.into(),
+                fin(r.p50_ms),
+                fin(r.p90_ms),
+                fin(r.p99_ms),
+                fin(r.max_ms),
+                r.before_steps_p50_ms.into(),
+                r.span_p50_ms.into(),
+                r.after_steps_p50_ms.into(),
+                r.arch_p50_ms.into(),
+                r.rest_p50_ms.into(),
+            ]);
+        }
+        let mut tables = vec![latency];
 
         if !self.top_steps.is_empty() {
-            let mut t = table(&[
-                "dir", "load", "#", "state", "callback", "ran on", "arch", "ms", "share",
-            ]);
+            let mut t = Table::new(
+                "top_steps",
+                "Steps contributing most to the p99 (baseline; mean exclusive time in the operations at or above p99)",
+                &[
+                    "dir", "load", "#", "state", "callback", "ran on", "arch", "ms", "share %",
+                ],
+                3,
+            );
             for s in &self.top_steps {
-                t.add_row(vec![
-                    Cell::new(s.direction.short()),
-                    num(s.load.to_string()),
-                    num(s.rank.to_string()),
-                    Cell::new(format!("{} {}", s.state, s.name)),
-                    Cell::new(&s.callback),
-                    Cell::new(s.ran_on),
-                    Cell::new(if s.arch { "yes" } else { "" }),
-                    num(f2(s.mean_ms)),
-                    num(format!("{:.0}%", 100.0 * s.share)),
+                t.row(vec![
+                    s.direction.short().into(),
+                    s.load.into(),
+                    s.rank.into(),
+                    format!("{} {}", s.state, s.name).into(),
+                    s.callback.as_str().into(),
+                    s.ran_on.into(),
+                    if s.arch { "yes" } else { "" }.into(),
+                    fin(s.mean_ms),
+                    (100.0 * s.share).into(),
                 ]);
             }
-            out += &format!(
-                "Steps contributing most to the p99 (baseline; mean exclusive time in the operations at or above p99)\n{t}\n\n"
-            );
+            tables.push(t);
         }
 
-        if self.outliers.is_empty() {
-            out += "Outliers (MAD, slow side): none\n\n";
-        } else {
-            let mut t = table(&[
+        let mut t = Table::new(
+            "outliers",
+            "Outliers (MAD, slow side)",
+            &[
                 "config",
                 "dir",
                 "load",
@@ -425,145 +492,176 @@ impl HotplugReport {
                 "median",
                 "slowest step",
                 "its ms",
+            ],
+            4,
+        );
+        for o in &self.outliers {
+            t.row(vec![
+                o.config.as_str().into(),
+                o.direction.short().into(),
+                o.load.into(),
+                o.round.into(),
+                fin(o.wall_ms),
+                fin(o.median_ms),
+                o.slowest_step.clone().into(),
+                o.slowest_step_ms.into(),
             ]);
-            for o in &self.outliers {
-                t.add_row(vec![
-                    Cell::new(o.config.as_str()),
-                    Cell::new(o.direction.short()),
-                    num(o.load.to_string()),
-                    num(o.round.to_string()),
-                    num(f2(o.wall_ms)),
-                    num(f2(o.median_ms)),
-                    Cell::new(o.slowest_step.clone().unwrap_or_else(|| "-".into())),
-                    num(o.slowest_step_ms.map_or("-".into(), f2)),
-                ]);
-            }
-            out += &format!("Outliers (MAD, slow side)\n{t}\n\n");
         }
+        tables.push(t);
 
         if !self.mitigations.is_empty() {
-            let mut t = table(&[
-                "mitigation",
-                "dir",
-                "load",
-                "p50 ms",
-                "Δp50 [95% CI]",
-                "p99 ms",
-                "Δp99 [95% CI]",
-                "verdict (all ops)",
-            ]);
+            let mut t = Table::new(
+                "mitigations",
+                "Mitigations against the baseline (interleaved; Δ CIs by bootstrap; verdict by Welch, and Mann-Whitney when skewed)",
+                &[
+                    "mitigation",
+                    "dir",
+                    "load",
+                    "base p50 ms",
+                    "p50 ms",
+                    "Δp50 [95% CI]",
+                    "base p99 ms",
+                    "p99 ms",
+                    "Δp99 [95% CI]",
+                    "verdict (all ops)",
+                ],
+                3,
+            );
             for m in &self.mitigations {
-                t.add_row(vec![
-                    Cell::new(m.mitigation.as_str()),
-                    Cell::new(m.direction.short()),
-                    num(m.load.to_string()),
-                    num(format!("{} → {}", f2(m.baseline_p50_ms), f2(m.p50_ms))),
-                    num(change(m.p50_change)),
-                    num(format!("{} → {}", f2(m.baseline_p99_ms), f2(m.p99_ms))),
-                    num(change(m.p99_change)),
-                    Cell::new(&m.comparison.verdict),
+                t.row(vec![
+                    m.mitigation.as_str().into(),
+                    m.direction.short().into(),
+                    m.load.into(),
+                    fin(m.baseline_p50_ms),
+                    fin(m.p50_ms),
+                    change(m.p50_change),
+                    fin(m.baseline_p99_ms),
+                    fin(m.p99_ms),
+                    change(m.p99_change),
+                    m.comparison.verdict.as_str().into(),
                 ]);
             }
-            out += &format!(
-                "Mitigations against the baseline (interleaved; Δ CIs by bootstrap; verdict by Welch, and Mann-Whitney when skewed)\n{t}\n\n"
-            );
+            tables.push(t);
         }
 
         if let Some(c) = &self.trace_check {
-            out += &format!(
-                "Trace check: {}/{} traced operations have steps summing to within {:.0}% of their span \
-                 (coverage {:.3}–{:.3}){}{}; median time outside the steps (wall − span) {} ms{}\n",
-                c.within_tolerance,
-                c.traced_ops,
-                100.0 * c.tolerance,
-                c.min_coverage,
-                c.max_coverage,
-                if c.preempted_ops > 0 {
-                    format!(
-                        ", counting {} ms in {} operation(s) where the writing task was preempted between steps",
-                        f2(c.preempted_ms),
-                        c.preempted_ops
-                    )
-                } else {
-                    String::new()
-                },
-                if c.interrupted_ms > 0.0 {
-                    format!(
-                        ", and {} ms of interrupts on the control CPU between steps",
-                        f2(c.interrupted_ms)
-                    )
-                } else {
-                    String::new()
-                },
-                f2(c.outside_steps_p50_ms),
-                if c.untraced_ops > 0 {
-                    format!("; {} operations untraced", c.untraced_ops)
-                } else {
-                    String::new()
-                }
+            let mut t = Table::new(
+                "trace_check",
+                &format!(
+                    "Trace check: operations whose steps sum to within {:.0}% of their span; \
+                     time outside the steps (wall − span: syscall entry, locks, queueing), \
+                     the writing task preempted and the control CPU interrupted between steps",
+                    100.0 * c.tolerance
+                ),
+                &[
+                    "traced",
+                    "within",
+                    "coverage min %",
+                    "coverage max %",
+                    "outside p50 ms",
+                    "preempted ops",
+                    "preempted ms",
+                    "interrupted ms",
+                    "untraced",
+                ],
+                0,
             );
+            t.row(vec![
+                c.traced_ops.into(),
+                c.within_tolerance.into(),
+                fin(100.0 * c.min_coverage),
+                fin(100.0 * c.max_coverage),
+                fin(c.outside_steps_p50_ms),
+                c.preempted_ops.into(),
+                fin(c.preempted_ms),
+                fin(c.interrupted_ms),
+                c.untraced_ops.into(),
+            ]);
+            tables.push(t);
         }
-        for n in &self.notes {
-            out += &format!("note: {n}\n");
-        }
-        out
+        tables
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 }
 
-/// Render the fault-injection walk.
-pub fn render_inject(r: &InjectResult) -> String {
-    let mut out = String::new();
-    let mut t = table(&[
-        "cpu",
-        "dir",
-        "state",
-        "outcome",
-        "errno",
-        "wall ms",
-        "rollback ms",
-        "rb steps",
-        "after",
-    ]);
-    for a in &r.attempts {
-        let (outcome, detail) = match &a.outcome {
-            InjectOutcome::RolledBack => ("failed, rolled back", None),
-            InjectOutcome::NotTriggered => ("not triggered (no callback this way)", None),
-            InjectOutcome::Unexpected(d) => ("UNEXPECTED", Some(d.clone())),
-        };
-        t.add_row(vec![
-            num(a.cpu.to_string()),
-            Cell::new(a.direction.short()),
-            Cell::new(format!("{} {}", a.state, a.name)),
-            Cell::new(detail.map_or(outcome.to_string(), |d| format!("{outcome}: {d}"))),
-            Cell::new(a.errno.map_or("-".into(), errno_name)),
-            num(f2(ms(a.wall_ns as f64))),
-            num(a.rollback_ns.map_or("-".into(), |n| f2(ms(n as f64)))),
-            num(a.rollback_steps.map_or("-".into(), |n| n.to_string())),
-            Cell::new(format!(
-                "online={} state={} fail={}",
-                a.online_after as u8, a.state_after, a.fail_after
-            )),
-        ]);
+impl InjectResult {
+    /// The lines above the tables: what was walked, and how the attempts ended.
+    pub fn head(&self) -> Vec<String> {
+        let rolled = self.count(|o| *o == InjectOutcome::RolledBack);
+        let untrig = self.count(|o| *o == InjectOutcome::NotTriggered);
+        let bad = self.count(|o| matches!(o, InjectOutcome::Unexpected(_)));
+        vec![
+            format!(
+                "Fault injection through hotplug/fail: cpus {}",
+                super::format_cpu_list(&self.cpus)
+            ),
+            format!(
+                "{} attempts: {rolled} failed and rolled back, {untrig} not triggered (the state has no callback in that direction), {bad} unexpected",
+                self.attempts.len()
+            ),
+        ]
     }
-    out += &format!("Fault injection through hotplug/fail\n{t}\n");
-    for (cpu, dir, acc) in &r.accepted {
-        out += &format!(
-            "cpu{cpu} {}: {} states accept injection\n",
-            dir.short(),
-            acc.len()
+}
+
+impl Tabular for InjectResult {
+    /// The attempts (the CSV form's table), and the states each CPU accepts per direction.
+    fn tables(&self) -> Vec<Table> {
+        let mut t = Table::new(
+            "attempts",
+            "Attempts, in walk order",
+            &[
+                "cpu",
+                "dir",
+                "state",
+                "outcome",
+                "errno",
+                "wall ms",
+                "rollback ms",
+                "rb steps",
+                "online after",
+                "state after",
+                "fail after",
+            ],
+            3,
         );
+        for a in &self.attempts {
+            let outcome = match &a.outcome {
+                InjectOutcome::RolledBack => "failed, rolled back".to_string(),
+                InjectOutcome::NotTriggered => "not triggered (no callback this way)".to_string(),
+                InjectOutcome::Unexpected(d) => format!("UNEXPECTED: {d}"),
+            };
+            t.row(vec![
+                a.cpu.into(),
+                a.direction.short().into(),
+                format!("{} {}", a.state, a.name).into(),
+                outcome.into(),
+                a.errno.map(errno_name).into(),
+                ms(a.wall_ns as f64).into(),
+                a.rollback_ns.map(|n| ms(n as f64)).into(),
+                a.rollback_steps.into(),
+                u32::from(a.online_after).into(),
+                i64::from(a.state_after).into(),
+                i64::from(a.fail_after).into(),
+            ]);
+        }
+        let mut acc = Table::new(
+            "accepted",
+            "States that accept injection",
+            &["cpu", "dir", "states"],
+            2,
+        );
+        for (cpu, dir, states) in &self.accepted {
+            acc.row(vec![(*cpu).into(), dir.short().into(), states.len().into()]);
+        }
+        vec![t, acc]
     }
-    let rolled = r.count(|o| *o == InjectOutcome::RolledBack);
-    let untrig = r.count(|o| *o == InjectOutcome::NotTriggered);
-    let bad = r.count(|o| matches!(o, InjectOutcome::Unexpected(_)));
-    out += &format!(
-        "{} attempts: {rolled} failed and rolled back, {untrig} not triggered (the state has no callback in that direction), {bad} unexpected\n",
-        r.attempts.len()
-    );
-    for n in &r.notes {
-        out += &format!("note: {n}\n");
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
-    out
 }
 
 fn errno_name(e: i32) -> String {
@@ -576,34 +674,26 @@ fn errno_name(e: i32) -> String {
     }
 }
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(header.to_vec());
-    t
-}
-
-fn num(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
-
-fn f2(x: f64) -> String {
-    if x.is_nan() {
-        "-".into()
+/// A number, or an empty cell for NaN (a percentile of nothing).
+fn fin(x: f64) -> Cell {
+    if x.is_finite() {
+        Cell::Float(x)
     } else {
-        format!("{x:.2}")
+        Cell::Empty
     }
 }
 
-fn change(c: Option<Change>) -> String {
+/// A relative change with its 95% CI, in percent (empty without one).
+fn change(c: Option<Change>) -> Cell {
     match c {
-        None => "-".into(),
+        None => Cell::Empty,
         Some(c) => format!(
             "{:+.1}% [{:+.1}, {:+.1}]",
             100.0 * c.change,
             100.0 * c.low,
             100.0 * c.high
-        ),
+        )
+        .into(),
     }
 }
 
@@ -719,8 +809,15 @@ mod tests {
             .contains("sched_cpu_deactivate"));
         let c = rep.trace_check.as_ref().unwrap();
         assert_eq!(c.within_tolerance, 21);
-        let text = rep.render();
-        assert!(text.contains("p99 ms") && text.contains("Outliers"));
+        let tables = rep.tables();
+        let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["latency", "top_steps", "outliers", "trace_check"],
+            "no mitigation compared"
+        );
+        assert_eq!(tables[0].rows[0][6], Cell::Float(400.0), "p99 ms");
+        assert_eq!(tables[2].rows.len(), 1);
         // The lab writes directions as down/up (the analysis, same type, as offline/online).
         let j = serde_json::to_value(&rep).unwrap();
         for part in ["latency", "top_steps", "outliers", "operations"] {

@@ -9,6 +9,7 @@ pub mod meter;
 pub mod protocol;
 pub mod recording;
 pub mod request;
+pub mod scripted;
 pub mod tracing;
 
 // The data model and statistics under their own names, so paths read `crate::store::..`.

@@ -225,3 +225,41 @@ fn main() -> std::process::ExitCode {
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests"),
     )])
 }
+
+it_test!(scripted_values_are_stored_per_configuration_and_round);
+/// `store_scripted`: exactly the rounds asked for, no warm-up, each run holding the value given
+/// for its configuration and round.
+fn scripted_values_are_stored_per_configuration_and_round() {
+    use pmlab_kernel::{Direction, Metric};
+    use pmlab_lab::executor::RunOutput;
+    use pmlab_lab::scripted::store_scripted;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+    let out = store_scripted(
+        &mut store,
+        &experiment(),
+        4,
+        Default::default(),
+        "scripted",
+        &mut |p| RunOutput {
+            metrics: vec![Metric::new(
+                "x",
+                (p.configuration * 10 + p.round) as f64,
+                "u",
+                Direction::Lower,
+            )],
+            side_metrics: vec![],
+            trace_path: None,
+        },
+    )
+    .unwrap();
+    assert_eq!((out.rounds, out.runs, out.failed), (4, 8, 0));
+    let e = store.load(out.experiment_id).unwrap();
+    assert!(e.runs.iter().all(|r| !r.warmup));
+    for c in 0..2 {
+        let mut s = e.samples(0, c, "x");
+        s.sort_by(f64::total_cmp);
+        let want: Vec<f64> = (1..=4).map(|r| (c * 10 + r) as f64).collect();
+        assert_eq!(s, want, "configuration {c}");
+    }
+}

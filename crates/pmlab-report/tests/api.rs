@@ -1,4 +1,5 @@
-//! pmlab-report through its public API: an experiment stored in a small SQLite store, loaded
+//! pmlab-report through its public API: an experiment stored in a small SQLite store (through
+//! the lab's protocol, with scripted run values), loaded
 //! back and rendered in every `--format`; formats a caller cannot produce are refused by name;
 //! analysis tables rendered as text, markdown and CSV.
 
@@ -8,10 +9,12 @@ mod harness;
 
 use pmlab_analysis::{Cell, Table};
 use pmlab_kernel::{Direction, Metric};
+use pmlab_lab::executor::RunOutput;
+use pmlab_lab::scripted::store_scripted;
 use pmlab_report::render::{tables, Format};
 use pmlab_report::report::{Report, SideSelection};
-use pmlab_store::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
-use pmlab_store::store::{now_ns, ExperimentStatus, NewRun, RunStatus, Store, StoredExperiment};
+use pmlab_store::spec::{Configuration, Experiment, Kind, WorkloadDef};
+use pmlab_store::store::{Store, StoredExperiment};
 use pmlab_store::system::SystemSnapshot;
 
 /// A two-configuration compare of `pipe` with five rounds, stored, finished and loaded.
@@ -44,40 +47,22 @@ fn stored(dir: &std::path::Path) -> StoredExperiment {
         cpuidle_driver: "haltpoll".into(),
         ..Default::default()
     };
-    let ids = store
-        .create_experiment(&exp, &Budget::default(), "pmlab compare", &sys)
-        .unwrap();
     // "on" is a third faster than "off", far outside the round-to-round noise.
-    for (round, d) in [0.1, -0.1, 0.05, -0.05, 0.0].iter().enumerate() {
-        for (c, mean) in [30.0, 20.0].iter().enumerate() {
-            store
-                .insert_run(&NewRun {
-                    experiment: ids.experiment,
-                    configuration: ids.configurations[c],
-                    workload: ids.workloads[0],
-                    round: round + 1,
-                    position: c,
-                    warmup: false,
-                    started_ns: now_ns(),
-                    duration_ns: 1,
-                    status: RunStatus::Ok,
-                    error: None,
-                    metrics: vec![Metric::new(
-                        "pipe.us_per_op",
-                        mean + d,
-                        "us/op",
-                        Direction::Lower,
-                    )],
-                    side_metrics: vec![],
-                    trace_path: None,
-                })
-                .unwrap();
+    let noise = [0.1, -0.1, 0.05, -0.05, 0.0];
+    let outcome = store_scripted(&mut store, &exp, 5, sys, "pmlab compare", &mut |p| {
+        RunOutput {
+            metrics: vec![Metric::new(
+                "pipe.us_per_op",
+                [30.0, 20.0][p.configuration] + noise[p.round - 1],
+                "us/op",
+                Direction::Lower,
+            )],
+            side_metrics: vec![],
+            trace_path: None,
         }
-    }
-    store
-        .finish_experiment(ids.experiment, ExperimentStatus::Complete, "target reached")
-        .unwrap();
-    store.load(ids.experiment).unwrap()
+    })
+    .unwrap();
+    store.load(outcome.experiment_id).unwrap()
 }
 
 it_test!(a_stored_experiment_renders_in_every_text_format);

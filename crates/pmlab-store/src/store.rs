@@ -6,7 +6,7 @@
 //! anything is written; the schema version is kept in `PRAGMA user_version` and in the `meta`
 //! table, and older stores are migrated on open.
 
-use crate::spec::{self, Budget, Configuration, WorkloadDef};
+use crate::spec::{self, Budget};
 use crate::system::SystemSnapshot;
 use pmlab_kernel::{Direction, Metric, MetricKey};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -122,6 +122,18 @@ const MIGRATIONS: &[&str] = &[
                        AND json_extract(w.argv_json, '$[0]') = 'hotplug');
      UPDATE experiments SET spec_json = json_set(spec_json, '$.kind', kind)
       WHERE kind IN ('hotplug', 'inject') AND json_valid(spec_json);",
+    // 7 → 8: a hotplug or injection run's CPU is the `cpu` of its metrics; older versions
+    // stored it as a value metric named `cpu`, which goes.
+    "CREATE TEMP TABLE run_cpu AS
+       SELECT m.run_id AS run_id, CAST(m.value AS INTEGER) AS cpu FROM metrics m
+         JOIN runs r ON r.id = m.run_id
+         JOIN experiments e ON e.id = r.experiment_id
+        WHERE e.kind IN ('hotplug', 'inject') AND m.name = 'cpu' AND m.cpu IS NULL;
+     UPDATE metrics SET cpu = (SELECT c.cpu FROM run_cpu c WHERE c.run_id = metrics.run_id)
+      WHERE cpu IS NULL AND name <> 'cpu' AND run_id IN (SELECT run_id FROM run_cpu);
+     DELETE FROM metrics WHERE name = 'cpu' AND cpu IS NULL
+        AND run_id IN (SELECT run_id FROM run_cpu);
+     DROP TABLE run_cpu;",
 ];
 
 /// The schema version this build writes.
@@ -1574,30 +1586,6 @@ fn new_uid() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Configurations and workloads of a stored experiment, as spec values.
-impl StoredExperiment {
-    /// Its configurations as spec values.
-    pub fn spec_configurations(&self) -> Vec<Configuration> {
-        self.configurations
-            .iter()
-            .map(|c| Configuration {
-                label: c.label.clone(),
-                knobs: c.knobs.clone(),
-            })
-            .collect()
-    }
-    /// Its workloads as spec values.
-    pub fn spec_workloads(&self) -> Vec<WorkloadDef> {
-        self.workloads
-            .iter()
-            .map(|w| WorkloadDef {
-                label: w.label.clone(),
-                argv: w.argv.clone(),
-            })
-            .collect()
-    }
-}
-
 /// The trace directory of a store: `pmlab.db` → `pmlab.db.traces` beside it.
 pub fn traces_dir(db: &Path) -> PathBuf {
     let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
@@ -1611,6 +1599,7 @@ pub fn traces_dir(db: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{Configuration, WorkloadDef};
 
     #[test]
     fn a_store_opened_while_another_process_writes_the_new_file_waits_for_it() {
@@ -2039,6 +2028,64 @@ mod tests {
             assert_eq!(e.kind, kind);
         }
         assert!(s.spec_json(3).unwrap().contains(r#""kind":"run-spec""#));
+    }
+
+    /// A version-7 store kept a hotplug or injection run's CPU as a value metric `cpu`; opened
+    /// now, that CPU is the `cpu` of the run's other metrics and the value metric is gone.
+    /// Other kinds (a compare with a metric that happens to be named `cpu`) are left alone.
+    #[test]
+    fn moves_the_cpu_value_metric_of_hotplug_runs_into_metric_cpu_from_version_7() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v7.db");
+        {
+            let old = Store::create_at_version(&path, 7).unwrap();
+            let mut sql = String::new();
+            for (id, kind) in [(1, "hotplug"), (2, "inject"), (3, "compare")] {
+                sql.push_str(&format!(
+                    "INSERT INTO experiments(id, kind, name, command, created_ns, status, seed, target_ci, reference, spec_json, uid)
+                       VALUES ({id}, '{kind}', 'e', 'pmlab', 0, 'complete', 7, 0.01, 0, '{{}}', 'u{id}');
+                     INSERT INTO configurations VALUES ({id}, {id}, 0, 'none');
+                     INSERT INTO workloads VALUES ({id}, {id}, 0, 'w', '[\"hotplug\", \"down\"]');
+                     INSERT INTO runs(id, experiment_id, configuration_id, workload_id, round, position, warmup, started_ns, duration_ns, status)
+                       VALUES ({id}, {id}, {id}, {id}, 1, 0, 0, 0, 5, 'ok');
+                     INSERT INTO metrics(run_id, position, name, value, unit, direction, side)
+                       VALUES ({id}, 0, 'hotplug.wall_ms', 30.5, 'ms', 'lower', 0),
+                              ({id}, 1, 'cpu', 3, '', 'neutral', 1),
+                              ({id}, 2, 'step_ms:235:sched_cpu_deactivate', 20.0, 'ms', 'lower', 1);"
+                ));
+            }
+            old.conn.execute_batch(&sql).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let keys = |id| -> Vec<(String, Option<u32>)> {
+            s.load(id).unwrap().runs[0]
+                .metrics
+                .iter()
+                .map(|m| (m.name.clone(), m.cpu))
+                .collect()
+        };
+        for id in [1, 2] {
+            assert_eq!(
+                keys(id),
+                [
+                    ("hotplug.wall_ms".to_string(), Some(3)),
+                    ("step_ms:235:sched_cpu_deactivate".to_string(), Some(3))
+                ],
+                "experiment {id}"
+            );
+            let e = s.load(id).unwrap();
+            let wall = MetricKey::on_cpu("hotplug.wall_ms", 3);
+            assert_eq!(e.samples(0, 0, wall), vec![30.5]);
+        }
+        assert_eq!(
+            keys(3),
+            [
+                ("hotplug.wall_ms".to_string(), None),
+                ("cpu".to_string(), None),
+                ("step_ms:235:sched_cpu_deactivate".to_string(), None)
+            ]
+        );
     }
 
     #[test]

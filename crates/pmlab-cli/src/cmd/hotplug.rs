@@ -4,12 +4,13 @@
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use pmlab_hotplug::lab::Progress;
-use pmlab_hotplug::report::{render_inject, HotplugReport};
+use pmlab_hotplug::report::HotplugReport;
 use pmlab_hotplug::{
     self as hotplug, check_cpus, parse_cpu_list, HotplugLab, InjectOptions, InjectTarget,
     LabOptions, LoaderKind, Mitigation, Paths, StateTable,
 };
 use pmlab_lab::lab::Lab;
+use pmlab_report::render::{sheet::sheet, Format};
 use pmlab_store::store::Store;
 
 #[derive(clap::Args)]
@@ -17,6 +18,7 @@ use pmlab_store::store::Store;
   pmlab hotplug --cpus 1 --cycles 20 --load 0,2
   pmlab hotplug --cpus 1 --load 0,1,2,4 --loader spin --mitigate rcu-expedited
   pmlab hotplug --cpus 1 --mitigate rcu-expedited,kthread-boost --json > hotplug.json
+  pmlab hotplug --cpus 1 --load 0,2 --format csv > latency.csv
   pmlab hotplug --cpus 1 --inject-fail all
   pmlab hotplug --cpus 1 --inject-fail sched:active")]
 pub struct Args {
@@ -50,7 +52,11 @@ pub struct Args {
     /// Do not save the results in the store.
     #[arg(long)]
     no_store: bool,
-    /// JSON on stdout instead of tables.
+    /// Output format: table, markdown, mail, json or csv (csv: the latency table, or the
+    /// walk's attempts).
+    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    format: Format,
+    /// Same as --format json.
     #[arg(long)]
     json: bool,
 }
@@ -126,6 +132,7 @@ fn default_cpus(paths: &Paths) -> Result<Vec<u32>> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let format = if args.json { Format::Json } else { args.format };
     // Refusals, before anything is touched.
     if !hotplug::is_root() {
         bail!("pmlab hotplug needs root (it writes /sys/devices/system/cpu/cpuN/online); nothing was changed");
@@ -186,11 +193,7 @@ pub fn run(args: Args) -> Result<()> {
                 args.db.display()
             );
         }
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&result)?);
-        } else {
-            print!("{}", render_inject(&result));
-        }
+        print!("{}", sheet(&result.head(), &result, format)?);
         if !result.all_as_expected() {
             bail!("some injected faults did not behave as expected (see UNEXPECTED rows)");
         }
@@ -219,11 +222,7 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let report = HotplugReport::build(&result);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render());
-    }
+    print!("{}", sheet(&report.head(), &report, format)?);
     if result.interrupted {
         bail!("interrupted; the CPUs are back online, knobs restored and loaders stopped");
     }

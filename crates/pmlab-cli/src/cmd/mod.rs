@@ -45,3 +45,8 @@ impl FormatArgs {
         }
     }
 }
+
+/// `--format`'s parser for a command that declares the flag itself ([`Format::parse_text`]).
+pub fn text_format(s: &str) -> Result<Format, pmlab_report::render::FormatError> {
+    Format::parse_text(s)
+}

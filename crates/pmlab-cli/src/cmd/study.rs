@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  pmlab study --quick                    # under 90 s here; report in ./pmlab-study-N/
+  pmlab study --quick                    # the short battery; report in ./pmlab-study-N/
   pmlab study                            # the full battery, under 10 minutes
   pmlab study --only idle,hotplug --out /tmp/report --db /tmp/pmlab.db
 

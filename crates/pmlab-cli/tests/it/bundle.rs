@@ -3,13 +3,37 @@
 
 use crate::lineup::store_with_two_kernels;
 use crate::util::{pmlab, stdout_of};
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+
+/// `store_with_two_kernels(db, "6.19.0-patched")`, built once per test process (three compares,
+/// most of these tests' time) and copied to `db`: each test still starts from its own file.
+/// The shared copy lives under one root that the next test process empties first.
+fn two_host_store(db: &Path) {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let root = std::env::temp_dir().join("pmlab-bundle-tests");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let built = root.join("two.db");
+        store_with_two_kernels(&built, "6.19.0-patched");
+        built
+    });
+    std::fs::copy(built, db).unwrap();
+    // SQLite folds the WAL into the file when the last connection closes; a WAL left behind
+    // goes along.
+    let wal = built.with_extension("db-wal");
+    if wal.exists() {
+        std::fs::copy(wal, db.with_extension("db-wal")).unwrap();
+    }
+}
 
 it_test!(bundles_of_two_hosts_read_by_duckdb_and_imported_once);
 fn bundles_of_two_hosts_read_by_duckdb_and_imported_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("two.db");
-    store_with_two_kernels(&db, "6.19.0-patched");
+    two_host_store(&db);
     let root = dir.path().join("bundles");
     let written = stdout_of(
         pmlab()
@@ -110,7 +134,7 @@ fn fleet_report_of_two_hosts_loads_in_headless_chromium() {
     use crate::study::{browse, console_lines, page_requests, plots};
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("two.db");
-    store_with_two_kernels(&db, "6.19.0-patched");
+    two_host_store(&db);
     let root = dir.path().join("bundles");
     stdout_of(
         pmlab()

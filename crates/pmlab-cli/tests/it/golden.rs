@@ -95,12 +95,16 @@ fn golden_analyze_of_every_fixture() {
     );
 }
 
+/// The kernel's default haltpoll parameters, given: without them whatif reads this machine's
+/// (its module's current `guest_halt_poll_ns` included), which a live test may be changing.
+const PARAMS: &str = "--haltpoll-params=2,2,50us,Y";
+
 it_test!(golden_whatif_of_the_haltpoll_fixtures);
 fn golden_whatif_of_the_haltpoll_fixtures() {
     let f = fixtures();
     check(
         "whatif-haltpoll_pipe_off.txt",
-        &output_in(&f, &["whatif", "haltpoll_pipe_off.dat"]),
+        &output_in(&f, &["whatif", PARAMS, "haltpoll_pipe_off.dat"]),
     );
     check(
         "whatif-haltpoll_pipe_off-calibrated.json",
@@ -108,6 +112,7 @@ fn golden_whatif_of_the_haltpoll_fixtures() {
             &f,
             &[
                 "whatif",
+                PARAMS,
                 "--json",
                 "--calibrate",
                 "haltpoll_pipe_200us.dat",
@@ -117,7 +122,10 @@ fn golden_whatif_of_the_haltpoll_fixtures() {
     );
     check(
         "whatif-haltpoll_pipe_200us-reverse.txt",
-        &output_in(&f, &["whatif", "--reverse", "haltpoll_pipe_200us.dat"]),
+        &output_in(
+            &f,
+            &["whatif", PARAMS, "--reverse", "haltpoll_pipe_200us.dat"],
+        ),
     );
 }
 

@@ -193,8 +193,7 @@ fn cycles_under_load_print_tables_with_steps_that_sum_to_the_span() {
 
 /// Shell loop: CYCLES offline/online writes timed with EPOCHREALTIME; prints "down us" / "up us".
 /// It runs on CPU 0 (`taskset -c 0`), as pmlab's writer runs off the CPUs it cycles: a loop
-/// left to float offlines the CPU it is on about half the time, and pays for its own migration
-/// (median 29-31 against 22 ms here).
+/// left to float offlines the CPU it is on about half the time, and pays for its own migration.
 fn shell_loop(cycles: u32) -> (Vec<f64>, Vec<f64>) {
     let script = format!(
         r#"o={CPU1}/online; echo 0 > $o; echo 1 > $o
@@ -226,19 +225,50 @@ done"#
     (down, up)
 }
 
-it_test!(p50s_are_within_25_percent_of_a_shell_loop_measured_alongside);
-fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
+/// The plain write loop: what pmlab times, done by hand on a thread pinned to CPU 0: read the
+/// state, then CLOCK_MONOTONIC around the write(2) alone. Returns (down ms, up ms).
+fn write_loop(cycles: u32) -> (Vec<f64>, Vec<f64>) {
+    std::thread::spawn(move || {
+        let mut cpu0 = rustix::thread::CpuSet::new();
+        cpu0.set(0);
+        rustix::thread::sched_setaffinity(None, &cpu0).unwrap();
+        let path = format!("{CPU1}/online");
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for _ in 0..cycles {
+            for (value, out) in [("0", &mut down), ("1", &mut up)] {
+                let _ = read(&path);
+                let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                let t = Instant::now();
+                std::io::Write::write_all(&mut f, value.as_bytes()).unwrap();
+                out.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        (down, up)
+    })
+    .join()
+    .unwrap()
+}
+
+it_test!(p50s_match_a_plain_write_loop_and_a_shell_loop_measured_alongside);
+/// pmlab's p50s against two loops run in the same interleaved blocks: the plain write loop
+/// (the same quantity: within 25%) and a shell loop (what users type). The shell's timing also
+/// holds bash's own work around the write and what its idle gaps cost the vCPU, so pmlab may
+/// read lower than it, never more than 25% higher; the ratios are printed.
+fn p50s_match_a_plain_write_loop_and_a_shell_loop_measured_alongside() {
     let _machine = require_machine();
     let before = machine_state();
     expect_clean(&before);
-    let (mut sd, mut su, mut pd, mut pu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // Finely interleaved blocks, so that background load drifts hit both alike. The kernel's
-    // offline time itself has a slow mode (~29 against ~23 ms) that comes and goes for both
-    // sides: 50 operations each keep one side's share of it from moving a median by 25%.
+    let mut sides: [(Vec<f64>, Vec<f64>); 3] = Default::default();
+    // Finely interleaved blocks, so that background load drifts hit all alike. The kernel's
+    // offline time itself has a slow mode that comes and goes: 50 operations each keep one
+    // side's share of it from moving a median by 25%.
     for _ in 0..10 {
         let (d, u) = shell_loop(5);
-        sd.extend(d);
-        su.extend(u);
+        sides[0].0.extend(d);
+        sides[0].1.extend(u);
+        let (d, u) = write_loop(5);
+        sides[1].0.extend(d);
+        sides[1].1.extend(u);
         let out = pmlab()
             .args([
                 "hotplug",
@@ -256,22 +286,25 @@ fn p50s_are_within_25_percent_of_a_shell_loop_measured_alongside() {
         for op in json_of(&out)["operations"].as_array().unwrap() {
             let ms = op["wall_ns"].as_f64().unwrap() / 1e6;
             match op["direction"].as_str().unwrap() {
-                "down" => pd.push(ms),
-                _ => pu.push(ms),
+                "down" => sides[2].0.push(ms),
+                _ => sides[2].1.push(ms),
             }
         }
     }
-    let down = median(pd) / median(sd.clone());
-    let up = median(pu) / median(su.clone());
-    eprintln!("p50 ratio pmlab/shell: down {down:.3} up {up:.3}");
-    assert!(
-        (0.75..=1.25).contains(&down),
-        "down p50 ratio pmlab/shell {down:.3}"
-    );
-    assert!(
-        (0.75..=1.25).contains(&up),
-        "up p50 ratio pmlab/shell {up:.3}"
-    );
+    let [shell, plain, ours] = sides;
+    let ratio = |a: &[f64], b: &[f64]| median(a.to_vec()) / median(b.to_vec());
+    let (pd, pu) = (ratio(&ours.0, &plain.0), ratio(&ours.1, &plain.1));
+    let (sd, su) = (ratio(&ours.0, &shell.0), ratio(&ours.1, &shell.1));
+    eprintln!("p50 ratio pmlab/plain write loop: down {pd:.3} up {pu:.3}; pmlab/shell: down {sd:.3} up {su:.3}");
+    for (what, r) in [("down", pd), ("up", pu)] {
+        assert!(
+            (0.75..=1.25).contains(&r),
+            "{what} p50 ratio pmlab/plain write loop {r:.3}"
+        );
+    }
+    for (what, r) in [("down", sd), ("up", su)] {
+        assert!(r <= 1.25, "{what} p50 ratio pmlab/shell {r:.3}");
+    }
     assert_eq!(before, machine_state());
 }
 
@@ -573,6 +606,83 @@ fn refusals_change_nothing() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not accept fault injection"));
     assert_eq!(before, machine_state());
+}
+
+it_test!(format_csv_is_the_latency_table_and_every_text_format_prints);
+/// `--format` takes the values of every command that prints results: CSV is the latency
+/// table (one row per configuration, direction and load), read back by the `csv` crate;
+/// markdown and mail print the same tables.
+fn format_csv_is_the_latency_table_and_every_text_format_prints() {
+    let _machine = require_machine();
+    let before = machine_state();
+    expect_clean(&before);
+    let run = |format: &str| {
+        let out = pmlab()
+            .args([
+                "hotplug",
+                "--cpus",
+                "1",
+                "--cycles",
+                "2",
+                "--load",
+                "0,1",
+                "--loader",
+                "spin",
+                "--no-store",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let csv = run("csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    assert_eq!(&headers[0], "config", "{csv}");
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 4, "down/up × load 0/1: {csv}");
+    for r in &rows {
+        assert!(r.len() == headers.len(), "{csv}");
+        assert_eq!(&r[col("n")], "2", "{csv}");
+        let p50: f64 = r[col("p50 ms")].parse().unwrap();
+        let max: f64 = r[col("max ms")].parse().unwrap();
+        assert!(0.0 < p50 && p50 <= max, "{csv}");
+    }
+    let md = run("markdown");
+    assert!(md.starts_with("### CPU hotplug latency: cpus 1"), "{md}");
+    assert!(md.contains("| config | dir | load | n | p50 ms |"), "{md}");
+    let mail = run("mail");
+    assert!(mail.lines().all(|l| l.chars().count() <= 72), "{mail}");
+    assert!(mail.contains("none down 0"), "{mail}");
+    assert_eq!(before, machine_state());
+}
+
+it_test!(a_bad_format_is_refused_before_anything_is_touched);
+/// `--format bogus` (and html, a directory) is refused while the arguments are parsed: no
+/// store is created and the CPUs are not looked at.
+fn a_bad_format_is_refused_before_anything_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, needle) in [
+        ("bogus", "possible values: table, markdown, mail, json, csv"),
+        ("html", "--format html is not supported"),
+    ] {
+        let out = pmlab()
+            .args(["hotplug", "--cpus", "1", "--format", format, "--db"])
+            .arg(db(&dir))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{format}: {err}");
+        assert!(err.contains(needle), "{format}: {err}");
+        assert!(!dir.path().join("pmlab.db").exists(), "{format}");
+    }
 }
 
 it_test!(refuses_without_root_before_doing_anything);

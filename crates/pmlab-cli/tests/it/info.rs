@@ -344,7 +344,7 @@ fn info_format_bogus_is_refused_listing_the_values() {
     for (format, says) in [
         (
             "bogus",
-            "unknown format `bogus`; choose table, markdown, mail, json or csv",
+            "unknown format `bogus`; possible values: table, markdown, mail, json, csv",
         ),
         (
             "html",

@@ -1,6 +1,6 @@
-//! Fake sysfs/procfs trees in a temp dir for tests (here, and in other crates with
-//! feature `fake`): CPUs, cpuidle states, haltpoll, cpufreq (intel_pstate with EPP),
-//! RAPL, mounts and debugfs, plus three ready machines.
+//! Fake sysfs/procfs trees in a temp dir for tests (here, and in other crates' tests): CPUs,
+//! cpuidle states, haltpoll, cpufreq (intel_pstate with EPP), RAPL, mounts and debugfs, plus
+//! three ready machines.
 
 use crate::Root;
 use std::fs;

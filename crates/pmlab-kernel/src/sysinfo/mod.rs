@@ -17,7 +17,6 @@ pub mod topology;
 pub mod tracefs;
 pub mod virt;
 
-#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 #[cfg(test)]
 mod tests;

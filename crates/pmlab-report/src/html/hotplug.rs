@@ -36,8 +36,17 @@ pub fn groups(e: &StoredExperiment) -> Vec<(String, u32, String, Vec<f64>)> {
     let mut out = Vec::new();
     for (w, wl) in e.workloads.iter().enumerate() {
         let (dir, load) = workload_key(&wl.argv);
+        // The wall metric carries the CPU the workload writes (`Metric.cpu`).
+        let Some(key) = e
+            .metric_keys(w)
+            .into_iter()
+            .find(|k| k.name == WALL_METRIC)
+            .map(|k| k.key())
+        else {
+            continue;
+        };
         for (c, conf) in e.configurations.iter().enumerate() {
-            let xs = e.samples(w, c, WALL_METRIC);
+            let xs = e.samples(w, c, key.clone());
             if !xs.is_empty() {
                 out.push((dir.clone(), load, conf.label.clone(), xs));
             }
@@ -52,6 +61,14 @@ fn wall(r: &StoredRun) -> f64 {
         .find(|m| m.name == WALL_METRIC)
         .map(|m| m.value)
         .unwrap_or(f64::NAN)
+}
+
+/// The CPU an operation wrote: its wall metric's CPU.
+fn cpu(r: &StoredRun) -> Option<u32> {
+    r.metrics
+        .iter()
+        .find(|m| m.name == WALL_METRIC)
+        .and_then(|m| m.cpu)
 }
 
 /// The scatter with p50/p99 lines, and its table.
@@ -183,11 +200,7 @@ pub fn slowest_steps(e: &StoredExperiment) -> Option<(String, f64, Vec<Step>)> {
     let what = format!(
         "{} of cpu{} at load {load}, {}",
         if dir == "down" { "offline" } else { "online" },
-        run.metrics
-            .iter()
-            .find(|m| m.name == "cpu")
-            .map(|m| m.value as u32)
-            .unwrap_or(0),
+        cpu(run).map_or("?".to_string(), |c| c.to_string()),
         e.configurations
             .get(run.configuration)
             .map(|c| c.label.as_str())
@@ -265,4 +278,85 @@ pub fn waterfall(e: &StoredExperiment) -> Option<String> {
         steps.len(),
         table::plain(&["step (state callback)", "exclusive ms"], &rows)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Budget, Configuration, Experiment, WorkloadDef};
+    use crate::store::{now_ns, NewRun, RunStatus, Store};
+    use crate::system::SystemSnapshot;
+    use pmlab_kernel::{Direction, Metric};
+
+    /// A hotplug session as the lab stores it: every metric of a run on the CPU it wrote.
+    #[test]
+    fn reads_the_wall_times_and_the_slowest_operations_cpu_from_metric_cpu() {
+        let mut store = Store::in_memory().unwrap();
+        let argv = |dir: &str| -> Vec<String> {
+            [
+                "hotplug", dir, "--cpus", "3", "--load", "2", "--loader", "spin",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let exp = Experiment::new(
+            Kind::Hotplug,
+            "hotplug".into(),
+            vec![Configuration {
+                label: "none".into(),
+                knobs: Vec::new(),
+            }],
+            vec![
+                WorkloadDef::new(argv("down")).unwrap(),
+                WorkloadDef::new(argv("up")).unwrap(),
+            ],
+            None,
+        )
+        .unwrap();
+        let ids = store
+            .create_experiment(
+                &exp,
+                &Budget::default(),
+                "pmlab hotplug",
+                &SystemSnapshot::default(),
+            )
+            .unwrap();
+        for (round, walls) in [[20.0, 40.0], [22.0, 90.0]].iter().enumerate() {
+            for (w, wall) in walls.iter().enumerate() {
+                let on3 =
+                    |name: &str, v: f64| Metric::new(name, v, "ms", Direction::Lower).on_cpu(3);
+                store
+                    .insert_run(&NewRun {
+                        experiment: ids.experiment,
+                        configuration: ids.configurations[0],
+                        workload: ids.workloads[w],
+                        round: round + 1,
+                        position: w,
+                        warmup: false,
+                        started_ns: now_ns(),
+                        duration_ns: 1,
+                        status: RunStatus::Ok,
+                        error: None,
+                        metrics: vec![on3(WALL_METRIC, *wall)],
+                        side_metrics: vec![on3("step_ms:83:bringup_cpu", wall / 2.0)],
+                        trace_path: None,
+                    })
+                    .unwrap();
+            }
+        }
+        let e = store.load(ids.experiment).unwrap();
+        assert!(is_hotplug(&e));
+        let g = groups(&e);
+        assert_eq!(
+            g,
+            [
+                ("down".into(), 2, "none".into(), vec![20.0, 22.0]),
+                ("up".into(), 2, "none".into(), vec![40.0, 90.0])
+            ]
+        );
+        let (what, wall, steps) = slowest_steps(&e).unwrap();
+        assert_eq!(what, "online of cpu3 at load 2, none");
+        assert_eq!(wall, 90.0);
+        assert_eq!(steps, [("83".into(), "bringup_cpu".into(), 45.0)]);
+    }
 }

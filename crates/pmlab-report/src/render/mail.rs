@@ -49,7 +49,7 @@ fn cut(s: &str, max: usize) -> String {
 
 /// Lay a grid out in tables no wider than `limit`, each repeating the first (label) column;
 /// columns in `skip` are left out.
-fn layout(grid: &Grid, skip: &[usize], limit: usize) -> Vec<String> {
+pub(super) fn layout(grid: &Grid, skip: &[usize], limit: usize) -> Vec<String> {
     let mut out = Vec::new();
     let cols: Vec<usize> = (1..grid.headers.len())
         .filter(|i| !skip.contains(i))

@@ -9,7 +9,7 @@ fn escape(cell: &str) -> String {
     cell.replace('|', "\\|")
 }
 
-fn table(grid: &Grid) -> String {
+pub(super) fn table(grid: &Grid) -> String {
     let mut out = format!(
         "| {} |\n",
         grid.headers

@@ -7,6 +7,7 @@ mod json;
 mod mail;
 mod markdown;
 pub mod run;
+pub mod sheet;
 pub mod store;
 pub mod study;
 mod table;
@@ -78,12 +79,17 @@ pub struct UnsupportedFormat {
 
 /// A `--format` value that names no format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format `{given}`; choose {}", names(supported))]
+#[error("unknown format `{given}`; possible values: {}", list(supported))]
 pub struct UnknownFormat {
     /// What was given.
     pub given: String,
     /// The formats that could have been given.
     pub supported: &'static [Format],
+}
+
+fn list(formats: &[Format]) -> String {
+    let n: Vec<String> = formats.iter().map(|f| f.to_string()).collect();
+    n.join(", ")
 }
 
 fn names(formats: &[Format]) -> String {
@@ -193,8 +199,8 @@ pub(crate) fn header_lines(report: &Report) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use crate::report::{Report, SideSelection};
-    use crate::spec::{Budget, Configuration, Experiment, Kind, WorkloadDef};
-    use crate::store::{now_ns, NewRun, RunStatus, Store};
+    use crate::spec::{Configuration, Experiment, Kind, WorkloadDef};
+    use crate::store::Store;
     use crate::system::SystemSnapshot;
     use pmlab_kernel::{Direction, Metric};
 
@@ -212,7 +218,7 @@ pub(crate) mod tests {
         assert!(Format::from_str("pdf", false).is_err());
         assert_eq!(
             Format::parse_text("pdf").unwrap_err().to_string(),
-            "unknown format `pdf`; choose table, markdown, mail, json or csv"
+            "unknown format `pdf`; possible values: table, markdown, mail, json, csv"
         );
         assert_eq!(Format::parse_text("md"), Ok(Format::Markdown));
         assert!(matches!(
@@ -270,64 +276,44 @@ pub(crate) mod tests {
             cpuidle_driver: cpuidle_driver.into(),
             ..Default::default()
         };
-        let ids = store
-            .create_experiment(
-                &exp,
-                &Budget::default(),
-                "pmlab sweep haltpoll.guest_halt_poll_ns=0,50us,200us pipe",
-                &sys,
-            )
-            .unwrap();
         let means = [30.0, 20.1, 20.0];
         let noise = [0.1, -0.1, 0.05, -0.05, 0.0];
-        for (round, d) in noise.iter().enumerate() {
-            for (c, m) in means.iter().enumerate() {
-                store
-                    .insert_run(&NewRun {
-                        experiment: ids.experiment,
-                        configuration: ids.configurations[c],
-                        workload: ids.workloads[0],
-                        round: round + 1,
-                        position: c,
-                        warmup: false,
-                        started_ns: now_ns(),
-                        duration_ns: 1,
-                        status: RunStatus::Ok,
-                        error: None,
-                        metrics: vec![Metric::new(
-                            "pipe.us_per_op",
-                            m + d,
-                            "us/op",
-                            Direction::Lower,
-                        )],
-                        side_metrics: vec![
-                            Metric::new(
-                                "idle.POLL.time_ms",
-                                c as f64 * 100.0 + d,
-                                "ms",
-                                Direction::Neutral,
-                            ),
-                            Metric::new(
-                                "irq.CAL.per_s",
-                                40000.0 - c as f64 * 15000.0 + d * 100.0,
-                                "/s",
-                                Direction::Neutral,
-                            ),
-                            Metric::new("irq.CAL.per_s", 1.0, "/s", Direction::Neutral).on_cpu(0),
-                        ],
-                        trace_path: None,
-                    })
-                    .unwrap();
-            }
-        }
-        store
-            .finish_experiment(
-                ids.experiment,
-                crate::store::ExperimentStatus::Complete,
-                "target reached",
-            )
-            .unwrap();
-        let e = store.load(ids.experiment).unwrap();
+        let outcome = pmlab_lab::scripted::store_scripted(
+            &mut store,
+            &exp,
+            5,
+            sys,
+            "pmlab sweep haltpoll.guest_halt_poll_ns=0,50us,200us pipe",
+            &mut |p| {
+                let (c, d) = (p.configuration, noise[p.round - 1]);
+                pmlab_lab::executor::RunOutput {
+                    metrics: vec![Metric::new(
+                        "pipe.us_per_op",
+                        means[c] + d,
+                        "us/op",
+                        Direction::Lower,
+                    )],
+                    side_metrics: vec![
+                        Metric::new(
+                            "idle.POLL.time_ms",
+                            c as f64 * 100.0 + d,
+                            "ms",
+                            Direction::Neutral,
+                        ),
+                        Metric::new(
+                            "irq.CAL.per_s",
+                            40000.0 - c as f64 * 15000.0 + d * 100.0,
+                            "/s",
+                            Direction::Neutral,
+                        ),
+                        Metric::new("irq.CAL.per_s", 1.0, "/s", Direction::Neutral).on_cpu(0),
+                    ],
+                    trace_path: None,
+                }
+            },
+        )
+        .unwrap();
+        let e = store.load(outcome.experiment_id).unwrap();
         Report::of(&e, None, &SideSelection::Default).unwrap()
     }
 }

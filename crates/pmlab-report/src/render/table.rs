@@ -6,7 +6,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, ContentArrangemen
 
 pub struct TableRender;
 
-fn draw(grid: &Grid) -> String {
+pub(super) fn draw(grid: &Grid) -> String {
     let mut table = Table::new();
     table
         .load_preset(UTF8_FULL_CONDENSED)
