@@ -9,6 +9,7 @@ pub mod crosscheck;
 pub mod energy;
 mod energy_lisa;
 pub mod export;
+pub mod file;
 pub mod freq;
 pub mod haltpoll;
 pub mod hotplug;

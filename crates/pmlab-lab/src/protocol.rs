@@ -143,6 +143,60 @@ pub struct Progress {
     pub target_ci: f64,
 }
 
+impl Progress {
+    /// Where the experiment is, for a progress bar's prefix: `warm-up` or `round N`.
+    pub fn stage(&self) -> String {
+        if self.warmup {
+            "warm-up".to_string()
+        } else {
+            format!("round {}", self.round)
+        }
+    }
+
+    /// The ETA, each unit's CI against the target (the widest alone when they do not fit in
+    /// 60 columns) and the failed runs: a progress bar's message.
+    pub fn status(&self) -> String {
+        let cis: Vec<String> = self
+            .ci
+            .iter()
+            .map(|(l, w)| match w.is_finite() {
+                true => format!("{l} ±{:.1}%", w * 100.0),
+                false => format!("{l} -"),
+            })
+            .collect();
+        let mut cis_text = cis.join(", ");
+        if cis_text.chars().count() > 60 {
+            let widest = self
+                .ci
+                .iter()
+                .map(|(_, w)| *w)
+                .filter(|w| w.is_finite())
+                .fold(0.0, f64::max);
+            cis_text = format!("widest CI ±{:.1}%", widest * 100.0);
+        }
+        let eta = self
+            .eta
+            .map(|e| format!("ETA {}  ", fmt_eta(e)))
+            .unwrap_or_default();
+        let failed = match self.failed {
+            0 => String::new(),
+            n => format!("  {n} failed"),
+        };
+        let target = self.target_ci * 100.0;
+        format!("{eta}CI {cis_text} (target ±{target:.1}%){failed}")
+    }
+}
+
+/// `1h02m` or `3m07s`.
+fn fmt_eta(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
 /// Receives progress; the CLI draws a bar with it.
 pub trait Observer {
     /// Called after each run with the protocol's state.

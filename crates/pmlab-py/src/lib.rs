@@ -391,18 +391,15 @@ fn analyze<'py>(
         .collect::<Result<_, all::UnknownAnalysis>>()
         .map_err(|e| PmlabError::new_err(e.to_string()))?;
     let tables = py.detach(|| -> PyResult<Vec<(String, Table)>> {
-        let load = LoadOptions {
-            kallsyms: all::needs_kallsyms(&only),
-            ..Default::default()
+        use pmlab_analysis::file::{self, FileRequest, InputError};
+        let req = FileRequest {
+            only,
+            ..FileRequest::default()
         };
-        let trace = pmlab_trace::open_with(&path, &load).map_err(trace_err)?;
-        let extras = all::Extras {
-            model: None,
-            sidecar: pmlab_analysis::crosscheck::load(&path),
-            serial: false,
-        };
-        let opts = pmlab_analysis::Options::default();
-        let analyzed = all::analyze(&trace, &opts, &only, extras, None);
+        let analyzed = file::analyze_file(&path, &req, false).map_err(|e| match e {
+            InputError::Trace { source, .. } => trace_err(source),
+            e => py_err(&e),
+        })?;
         analyzed
             .tables()
             .iter()
@@ -487,18 +484,11 @@ fn whatif<'py>(
 #[pyfunction]
 fn results<'py>(py: Python<'py>, db: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let tables = py.detach(|| -> PyResult<BTreeMap<&'static str, Table>> {
-        if !Path::new(&db).is_file() {
-            let what = if db.is_dir() {
-                "is a directory, not a pmlab result store"
-            } else {
-                "no such result store"
-            };
-            return Err(PyFileNotFoundError::new_err(format!(
-                "{}: {what}",
-                db.display()
-            )));
-        }
-        let store = pmlab_store::store::Store::open(&db).map_err(|e| py_err(&e))?;
+        use pmlab_store::store::{Store, StoreError};
+        let store = Store::open_existing(&db).map_err(|e| match e {
+            StoreError::Missing { .. } => PyFileNotFoundError::new_err(e.to_string()),
+            e => py_err(&e),
+        })?;
         let mut per: BTreeMap<&'static str, Vec<pmlab_analysis::parquet::Table>> = BTreeMap::new();
         for info in store.list().map_err(|e| py_err(&e))? {
             let e = store.load(info.id).map_err(|e| py_err(&e))?;

@@ -7,9 +7,11 @@
 
 #![forbid(unsafe_code)]
 
+mod job;
 mod ssh;
 mod workdir;
 
+pub use job::{strip_remote_args, Job};
 pub use ssh::SshSays;
 pub use workdir::{Bring, Brought, REMOTE_DB};
 
@@ -172,6 +174,9 @@ pub enum RemoteError {
     /// The target's store could not be imported into the local one.
     #[error("importing the target's results")]
     Import(#[from] pmlab_store::store::StoreError),
+    /// The command to run remotely is not on the command line.
+    #[error("--host: `{0}` not found on the command line")]
+    NoCommand(String),
 }
 
 /// Where to connect: what `-H/--host`, `-U/--user`, `-K/--key` say.

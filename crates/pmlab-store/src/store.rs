@@ -176,6 +176,28 @@ pub enum StoreError {
         /// SQLite's error.
         source: rusqlite::Error,
     },
+    /// No store file where one was to be read ([`Store::open_existing`] never creates one).
+    #[error("{path}: {}", if *.is_dir { "is a directory, not a pmlab result store" } else {
+        "no such result store (experiments and `pmlab study` create one; give --db PATH)"
+    })]
+    Missing {
+        /// The path given.
+        path: PathBuf,
+        /// It is a directory.
+        is_dir: bool,
+    },
+    /// An experiment id that is neither a number nor `latest`.
+    #[error("`{given}` is not an experiment id (a number, or `latest`)")]
+    BadId {
+        /// What was given.
+        given: String,
+    },
+    /// `latest` asked of a store that holds no experiment.
+    #[error("{path}: the store has no experiment yet")]
+    Empty {
+        /// The store file.
+        path: PathBuf,
+    },
     /// The store holds no experiment with that id.
     #[error("{path}: no experiment {id}")]
     NoSuchExperiment {
@@ -1025,6 +1047,29 @@ impl Store {
         self.conn
             .query_row("SELECT MAX(id) FROM experiments", [], |r| r.get(0))
             .map_err(|e| self.sql(e))
+    }
+
+    /// Open the store at `path` to read it: a missing file is an error, never a new store.
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+                is_dir: path.is_dir(),
+            });
+        }
+        Store::open(path)
+    }
+
+    /// An experiment id as people type it: a number, or `latest` (the newest experiment).
+    pub fn resolve_id(&self, id: &str) -> Result<i64, StoreError> {
+        if id == "latest" {
+            return self.latest_id()?.ok_or_else(|| StoreError::Empty {
+                path: self.path.clone(),
+            });
+        }
+        id.parse().map_err(|_| StoreError::BadId {
+            given: id.to_string(),
+        })
     }
 
     /// Everything about one experiment.

@@ -40,6 +40,12 @@ pub enum StudyError {
     /// Another failure, in words.
     #[error("{0}")]
     Other(String),
+    /// `study:N` with N not a number.
+    #[error("bad study id `{0}`")]
+    BadStudyId(String),
+    /// The store holds no such study.
+    #[error("no such study in {}", .0.display())]
+    NoStudy(PathBuf),
 }
 
 /// Why one step of a stage did not run to its end.
@@ -464,6 +470,64 @@ pub fn report_input(db: &Path, rec: &StudyRecord) -> Result<html::Input, StudyEr
         stages: rec.stages.clone(),
         facts: rec.facts.clone(),
     })
+}
+
+/// What `pmlab report IDS` renders from the store at `db`, and the study's own directory: the
+/// latest study (`study`, or no id while the store holds a study), study N (`study:N`), or
+/// experiments by id (a number or `latest`; no id and no study: the latest experiment).
+pub fn report_of(db: &Path, ids: &[String]) -> Result<(html::Input, Option<PathBuf>), StudyError> {
+    let store = Store::open_existing(db)?;
+    let study_id = match ids {
+        [] => Some(None),
+        [one] if one == "study" => Some(None),
+        [one] => match one.strip_prefix("study:") {
+            Some(n) => Some(Some(
+                n.parse::<i64>()
+                    .map_err(|_| StudyError::BadStudyId(one.clone()))?,
+            )),
+            None => None,
+        },
+        _ => None,
+    };
+    if let Some(id) = study_id {
+        match record::load(db, id)? {
+            Some(rec) => {
+                let dir = PathBuf::from(&rec.out_dir);
+                return Ok((report_input(db, &rec)?, Some(dir)));
+            }
+            None if !ids.is_empty() => return Err(StudyError::NoStudy(db.to_path_buf())),
+            None => {}
+        }
+    }
+    let ids = match ids {
+        [] => vec![store.resolve_id("latest")?],
+        ids => ids
+            .iter()
+            .map(|s| store.resolve_id(s))
+            .collect::<Result<_, _>>()?,
+    };
+    let experiments = ids
+        .iter()
+        .map(|&id| store.load(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let title = match ids.as_slice() {
+        [one] => format!("pmlab experiment {one}"),
+        [a, b] => format!("pmlab experiments {a} vs {b}"),
+        many => format!(
+            "pmlab experiments {}",
+            many.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let input = html::Input {
+        title,
+        experiments,
+        stages: vec![],
+        facts: vec![],
+    };
+    Ok((input, None))
 }
 
 /// Write the HTML report of a stored study into `dir`.

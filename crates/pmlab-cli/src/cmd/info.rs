@@ -12,15 +12,15 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:
   pmlab info                     sections for people, ending with what pmlab can do here
   pmlab info -v                  also every hotplug state and sched feature
-  pmlab info --json | jq .capabilities
+  pmlab info --json | jq .capabilities     (JSON: the SystemInfo, plus `capabilities`)
   pmlab info --json | jq '.cpuidle.cpus[1].states[] | {name, usage}'
+  pmlab info --format markdown   for an issue; csv: one section,item,value record per item
   pmlab info --root /tmp/fake    read a fake /sys + /proc tree (for tests)
 
 Nothing is written or mounted. Items only root can read are shown as \"needs root\".")]
 pub struct Args {
-    /// JSON on stdout (the SystemInfo, plus `capabilities`).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: super::FormatArgs,
     /// List every hotplug state and sched feature, and idle states of all CPUs.
     #[arg(short, long)]
     verbose: bool,
@@ -37,10 +37,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let info = SystemInfo::read(&root);
     let caps = info.capabilities();
-    if args.json {
-        println!("{}", info::json(&info, &caps)?);
-    } else {
-        print!("{}", info::text(&info, &caps, args.verbose));
-    }
+    print!(
+        "{}",
+        info::render(&info, &caps, args.verbose, args.out.get())?
+    );
     Ok(())
 }

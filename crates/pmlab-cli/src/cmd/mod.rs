@@ -23,13 +23,30 @@ pub mod whatif;
 
 use pmlab_report::render::Format;
 
-/// `--format` of a command that prints text on stdout: every [`Format`] but html, refused
-/// while the arguments are parsed, before anything runs.
-pub fn text_format(s: &str) -> Result<Format, String> {
-    let f = <Format as clap::ValueEnum>::from_str(s, false).map_err(|_| {
-        let names: Vec<String> = Format::TEXT.iter().map(|f| f.to_string()).collect();
-        format!("possible values: {}", names.join(", "))
-    })?;
-    f.check("a command that prints text", Format::TEXT)
-        .map_err(|e| e.to_string())
+/// `--format` and its `--json` shorthand, as the commands that print results take them: every
+/// [`Format`] but html, refused while the arguments are parsed, before anything runs.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FormatArgs {
+    /// Output format: table, markdown (md), mail, json or csv.
+    #[arg(long, value_parser = Format::parse_text, default_value = "table")]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FormatArgs {
+    /// The format asked for.
+    pub fn get(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format
+        }
+    }
+}
+
+/// `--format`'s parser for a command that declares the flag itself ([`Format::parse_text`]).
+pub fn text_format(s: &str) -> Result<Format, pmlab_report::render::FormatError> {
+    Format::parse_text(s)
 }

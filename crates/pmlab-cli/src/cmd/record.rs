@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use pmlab_lab::lab::Lab;
 use pmlab_lab::recording::{RecordRequest, Recording};
-use pmlab_trace::record::{RecordOptions, RecordSummary, DEFAULT_BUFFER_PERCENT};
+use pmlab_trace::record::{RecordOptions, DEFAULT_BUFFER_PERCENT};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -79,55 +79,6 @@ fn parse_filter(s: &str) -> anyhow::Result<(String, String)> {
         _ => {
             bail!("filter {s:?} is not EVENT=EXPRESSION (e.g. 'sched:sched_switch=prev_pid != 0')")
         }
-    }
-}
-
-fn human_bytes(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
-    } else if n >= 1 << 10 {
-        format!("{:.1} KiB", n as f64 / 1024.0)
-    } else {
-        format!("{n} B")
-    }
-}
-
-fn print_summary(s: &RecordSummary) {
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::NOTHING);
-    t.set_header(vec!["CPU", "events", "lost", "pages"]);
-    for i in 0..s.cpus.len() {
-        t.add_row(vec![
-            s.cpus[i].to_string(),
-            s.events_per_cpu[i].to_string(),
-            s.lost_per_cpu[i].to_string(),
-            s.pages_per_cpu[i].to_string(),
-        ]);
-    }
-    t.add_row(vec![
-        "all".to_string(),
-        s.total_events().to_string(),
-        s.total_lost().to_string(),
-        s.pages_per_cpu.iter().sum::<u64>().to_string(),
-    ]);
-    println!("{t}");
-    println!(
-        "{}: {} ({} events in {:.2} s, {} lost, pages moved by {})",
-        s.path.display(),
-        human_bytes(s.bytes),
-        s.total_events(),
-        s.duration_ns as f64 / 1e9,
-        s.total_lost(),
-        s.transport
-    );
-    if !s.events_by_name.is_empty() {
-        let top: Vec<String> = s
-            .events_by_name
-            .iter()
-            .take(8)
-            .map(|(n, c)| format!("{n} {c}"))
-            .collect();
-        println!("top events: {}", top.join(", "));
     }
 }
 
@@ -208,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_summary(&summary);
+        print!("{}", pmlab_report::render::trace::recording(&summary));
         for n in &summary.notes {
             if !n.starts_with("removed stale") && !n.starts_with("this kernel lacks") {
                 eprintln!("pmlab: note: {n}");

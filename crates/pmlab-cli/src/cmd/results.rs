@@ -116,12 +116,8 @@ pub enum ByArg {
 
 #[derive(clap::Args)]
 pub struct View {
-    /// Output format: table, markdown, mail, json or csv.
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: super::FormatArgs,
     /// Compare against this configuration (a label) instead of the stored reference.
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
@@ -130,42 +126,11 @@ pub struct View {
     pub side: String,
 }
 
-impl View {
-    fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
-    }
-}
-
-/// Open an existing store for reading (never creates one).
-fn open_existing(path: &Path) -> anyhow::Result<Store> {
-    if !path.exists() {
-        bail!(
-            "{}: no result store here (experiments create it; give --db PATH)",
-            path.display()
-        );
-    }
-    Ok(Store::open(path)?)
-}
-
-fn resolve_id(store: &Store, id: &str) -> anyhow::Result<i64> {
-    if id == "latest" {
-        return store
-            .latest_id()?
-            .context("the store has no experiment yet");
-    }
-    id.parse::<i64>()
-        .with_context(|| format!("`{id}` is not an experiment id (a number, or `latest`)"))
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Sub::Import { dirs, json } = &args.command {
         return import(&args.db, dirs, *json);
     }
-    let store = open_existing(&args.db)?;
+    let store = Store::open_existing(&args.db)?;
     match args.command {
         Sub::Import { .. } => unreachable!("handled above"),
         Sub::Export {
@@ -176,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let ids = if id == "all" {
                 store.list()?.iter().map(|e| e.id).collect()
             } else {
-                vec![resolve_id(&store, &id)?]
+                vec![store.resolve_id(&id)?]
             };
             for id in ids {
                 let b = pmlab_store::bundle::export(&store, id, &root)?;
@@ -187,14 +152,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Sub::List { json } => list(&store, json),
         Sub::Show { id, view, runs } => {
-            let e = store.load(resolve_id(&store, &id)?)?;
+            let e = store.load(store.resolve_id(&id)?)?;
             let report = Report::of(
                 &e,
                 view.reference.as_deref(),
                 &SideSelection::parse(&view.side),
             )?;
-            print!("{}", view.format().renderer().render(&report)?);
-            if runs && view.format() == Format::Table {
+            print!("{}", view.out.get().renderer().render(&report)?);
+            if runs && view.out.get() == Format::Table {
                 println!("\n{}", pmlab_report::render::store::runs(&e));
             }
             Ok(())
@@ -210,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         ByArg::Kernel => LineUpBy::Kernel,
                         ByArg::Host => LineUpBy::Host,
                     };
-                    let groups = lineup::groups(&store, resolve_id(&store, &id1)?, by)?;
+                    let groups = lineup::groups(&store, store.resolve_id(&id1)?, by)?;
                     let named: Vec<(String, &StoredExperiment)> = groups
                         .iter()
                         .map(|g| (g.label.clone(), &g.pooled))
@@ -218,19 +183,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     Report::lined_up(&named, &side)?
                 }
                 (None, Some(id2)) => {
-                    let a = store.load(resolve_id(&store, &id1)?)?;
-                    let b = store.load(resolve_id(&store, &id2)?)?;
+                    let a = store.load(store.resolve_id(&id1)?)?;
+                    let b = store.load(store.resolve_id(&id2)?)?;
                     Report::cross(&a, &b, &side)?
                 }
                 (None, None) => unreachable!("clap requires ID2 without --by"),
             };
-            print!("{}", view.format().renderer().render(&report)?);
+            print!("{}", view.out.get().renderer().render(&report)?);
             Ok(())
         }
         Sub::Export {
             id, format, output, ..
         } => {
-            let e = store.load(resolve_id(&store, &id)?)?;
+            let e = store.load(store.resolve_id(&id)?)?;
             let bytes = match format.as_str() {
                 "csv" => pmlab_store::export::runs_csv(&e)?,
                 "json" => pmlab_store::export::runs_json(&e)?,

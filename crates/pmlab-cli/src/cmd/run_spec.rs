@@ -52,7 +52,7 @@ fn duration(s: &str) -> Result<Duration, String> {
     spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
-fn settle(s: &str) -> Result<Duration, String> {
+pub fn settle(s: &str) -> Result<Duration, String> {
     spec::parse_settle(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
@@ -82,7 +82,7 @@ pub struct ExperimentOpts {
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
     /// Output format: table, markdown, mail, json or csv.
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
+    #[arg(long, value_parser = Format::parse_text, default_value = "table")]
     pub format: Format,
     /// Side metrics to show: default, totals, all, none, or names (a trailing * matches a prefix).
     #[arg(long, value_name = "LIST", default_value = "default")]
@@ -194,56 +194,12 @@ impl Bar {
     }
 }
 
-fn fmt_eta(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
-    }
-}
-
 impl Observer for Bar {
     fn progress(&mut self, p: &Progress) {
         self.bar.set_length(p.max_runs as u64);
         self.bar.set_position(p.runs as u64);
-        self.bar.set_prefix(if p.warmup {
-            "warm-up".to_string()
-        } else {
-            format!("round {}", p.round)
-        });
-        let cis: Vec<String> =
-            p.ci.iter()
-                .map(|(l, w)| {
-                    if w.is_finite() {
-                        format!("{l} ±{:.1}%", w * 100.0)
-                    } else {
-                        format!("{l} -")
-                    }
-                })
-                .collect();
-        let mut cis_text = cis.join(", ");
-        if cis_text.chars().count() > 60 {
-            let widest =
-                p.ci.iter()
-                    .map(|(_, w)| *w)
-                    .filter(|w| w.is_finite())
-                    .fold(0.0, f64::max);
-            cis_text = format!("widest CI ±{:.1}%", widest * 100.0);
-        }
-        let eta = p
-            .eta
-            .map(|e| format!("ETA {}  ", fmt_eta(e)))
-            .unwrap_or_default();
-        let failed = if p.failed > 0 {
-            format!("  {} failed", p.failed)
-        } else {
-            String::new()
-        };
-        self.bar.set_message(format!(
-            "{eta}CI {cis_text} (target ±{:.1}%){failed}",
-            p.target_ci * 100.0
-        ));
+        self.bar.set_prefix(p.stage());
+        self.bar.set_message(p.status());
     }
 
     fn run_failed(&mut self, label: &str, error: &str) {

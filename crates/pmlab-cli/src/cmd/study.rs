@@ -123,12 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|s| !s.trim().is_empty())
         .map(|s| Stage::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64 % 1_000_000_000)
-            .unwrap_or(1)
-    });
+    let seed = args.seed.unwrap_or_else(pmlab_lab::request::clock_seed);
     let lab = Lab::at(Root::new(args.root.clone()), pmlab_lab::lab::GRACE)?;
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -176,31 +171,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }))?
         );
     } else {
-        println!(
-            "pmlab study #{} ({:.0} s)",
-            rec.id,
-            started.elapsed().as_secs_f64()
-        );
-        for s in &rec.stages {
-            let ids: Vec<String> = s.experiments.iter().map(|i| format!("#{i}")).collect();
-            println!(
-                "  {:<17} {:<11} {:>6.1} s  {} {}",
-                s.stage,
-                s.status,
-                s.seconds,
-                ids.join(" "),
-                if s.status == "done" {
-                    String::new()
-                } else {
-                    s.reason.clone()
-                }
-            );
-        }
-        println!("\nSummary:");
-        for (i, f) in outcome.written.findings.iter().take(3).enumerate() {
-            println!("  {}. {}", i + 1, f.text);
-        }
-        println!("\nreport: {}", outcome.written.html.display());
+        let secs = started.elapsed().as_secs_f64();
+        let text = pmlab_report::render::study::text(rec.id, secs, &rec.stages, &outcome.written);
+        print!("{text}");
     }
     if rec.interrupted {
         anyhow::bail!(

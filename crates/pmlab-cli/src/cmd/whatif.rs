@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use pmlab_analysis::replay::{self, Config, HaltpollParams, Policy};
 use pmlab_analysis::Options;
-use pmlab_report::render::{tables, Format};
+use pmlab_report::render::tables;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "Examples:
@@ -73,12 +73,8 @@ pub struct Args {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
-    /// Print the report as JSON (same as --format json).
-    #[arg(long)]
-    json: bool,
-    /// Output format: table, markdown, mail, json or csv.
-    #[arg(long, value_parser = super::text_format, default_value = "table")]
-    format: Format,
+    #[command(flatten)]
+    out: super::FormatArgs,
 }
 
 /// A poll value: a duration with a unit, or a bare number of ns.
@@ -122,7 +118,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|v| parse_value(v))
             .collect::<anyhow::Result<_>>()?
     };
-    let format = if args.json { Format::Json } else { args.format };
     let pingpong = match args.workload_pids.as_slice() {
         [] => None,
         [a, b] if *a > 0 && *b > 0 => Some((*a, *b)),
@@ -152,10 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let file = match (&args.file, args.run) {
         (Some(f), _) => f.clone(),
         (None, Some(run)) => {
-            if !args.db.is_file() {
-                bail!("--db {}: no result store there", args.db.display());
-            }
-            pmlab_store::store::Store::open(&args.db)?.trace_of_run(run)?
+            pmlab_store::store::Store::open_existing(&args.db)?.trace_of_run(run)?
         }
         (None, None) => unreachable!("clap requires FILE or --run"),
     };
@@ -178,6 +170,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.notes.push(n.into());
     }
     std::mem::forget(trace);
-    print!("{}", tables::whatif(&file, &report, format)?);
+    print!("{}", tables::whatif(&file, &report, args.out.get())?);
     Ok(())
 }

@@ -274,3 +274,87 @@ fn info_as_nobody_says_needs_root_and_exits_0() {
     assert!(j["haltpoll"]["parameters"]["guest_halt_poll_ns"].is_string());
     assert!(j["hotplug_states"].is_array());
 }
+
+it_test!(info_format_markdown_and_csv_have_their_shape);
+/// `info --format markdown` is one heading per section and well-formed tables; `--format csv`
+/// parses as `section,item,value` records holding what the text shows; mail draws no boxes.
+fn info_format_markdown_and_csv_have_their_shape() {
+    let t = FakeTree::intel_box();
+    let root = t.path().to_str().unwrap();
+    let md = text(&["info", "--format", "markdown", "-v", "--root", root]);
+    assert!(md.starts_with("### System\n"), "{md}");
+    for h in [
+        "### cpuidle\n",
+        "### powercap\n",
+        "### What pmlab can do here\n",
+    ] {
+        assert!(md.contains(h), "missing {h:?} in\n{md}");
+    }
+    // A table is a header, a `---` line with as many cells, then rows of as many cells.
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    let lines: Vec<&str> = md.lines().collect();
+    let mut tables = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with('|') && !lines[i - 1].starts_with('|') {
+            tables += 1;
+            assert!(lines[i + 1].starts_with("|---|"), "{l}");
+            let n = cells(l);
+            for row in lines[i..].iter().take_while(|r| r.starts_with('|')) {
+                assert_eq!(cells(row), n, "{row}");
+            }
+        }
+    }
+    assert!(tables >= 10, "{tables} tables in\n{md}");
+    assert!(md.contains("| cpu | state | name |"), "{md}");
+
+    let csv_text = text(&["info", "--format", "csv", "-v", "--root", root]);
+    let mut r = csv::Reader::from_reader(csv_text.as_bytes());
+    assert_eq!(r.headers().unwrap(), vec!["section", "item", "value"]);
+    let recs: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
+    let get = |section: &str, item: &str| {
+        recs.iter()
+            .find(|x| &x[0] == section && &x[1] == item)
+            .map(|x| x[2].to_string())
+    };
+    assert_eq!(get("cpuidle", "driver").as_deref(), Some("intel_idle"));
+    assert_eq!(
+        get("cpuidle", "cpu 7, state state3: name").as_deref(),
+        Some("C6")
+    );
+    assert_eq!(
+        get("What pmlab can do here", "area energy: usable").as_deref(),
+        Some("yes")
+    );
+    assert!(recs.len() > 100, "{csv_text}");
+
+    let mail = text(&["info", "--format", "mail", "--root", root]);
+    assert!(mail.contains("  cpu state"), "{mail}");
+    assert!(!mail.contains('│') && !mail.contains('─'), "{mail}");
+    // `--json` is `--format json`.
+    assert_eq!(
+        json(&["info", "--format", "json", "--root", root]),
+        json(&["info", "--json", "--root", root])
+    );
+}
+
+it_test!(info_format_bogus_is_refused_listing_the_values);
+/// An unknown `--format` names the values; html is refused naming the ones info prints; both
+/// print nothing on stdout.
+fn info_format_bogus_is_refused_listing_the_values() {
+    for (format, says) in [
+        (
+            "bogus",
+            "unknown format `bogus`; possible values: table, markdown, mail, json, csv",
+        ),
+        (
+            "html",
+            "--format html is not supported by a command that prints text; choose table, markdown, mail, json or csv",
+        ),
+    ] {
+        let out = pmlab().args(["info", "--format", format]).output().unwrap();
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -274,7 +274,7 @@ fn whatif_replays_a_stored_traced_run() {
     let missing = dir.path().join("none.db").display().to_string();
     refused(
         &["whatif", "--db", &missing, "--run", "1"],
-        "no result store",
+        "no such result store",
     );
     assert!(!dir.path().join("none.db").exists());
 }

@@ -1,12 +1,13 @@
-//! `pmlab info` for people and for programs: the text form (one section per area, idle
-//! states as a table, and the "what pmlab can do here" list) and the JSON form.
+//! `pmlab info` for people and for programs: one document (one section per area, idle states
+//! as a table, and the "what pmlab can do here" list) rendered in every text format, and the
+//! JSON form.
 
-use super::RenderError;
+use super::{Format, RenderError};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use pmlab_kernel::cpulist::format_cpu_list;
 use pmlab_kernel::sysinfo::cpufreq::Policy;
 use pmlab_kernel::sysinfo::cpuidle::IdleState;
-use pmlab_kernel::sysinfo::{Capabilities, Item, SystemInfo};
+use pmlab_kernel::sysinfo::{Capabilities, Capability, Item, SystemInfo};
 use std::fmt::{Display, Write};
 
 fn show<T: Display>(i: &Item<T>) -> String {
@@ -28,12 +29,12 @@ fn opt<T: Display>(o: &Option<T>) -> String {
     o.as_ref().map_or("-".into(), |v| v.to_string())
 }
 
-fn head(out: &mut String, title: &str) {
-    let _ = writeln!(out, "\n{title}");
+fn head(d: &mut Doc, title: &str) {
+    d.0.push(Block::Head(title.to_string()));
 }
 
-fn kv(out: &mut String, k: &str, v: impl Display) {
-    let _ = writeln!(out, "  {k:<28} {v}");
+fn kv(d: &mut Doc, k: &str, v: impl Display) {
+    d.0.push(Block::Kv(k.to_string(), v.to_string()));
 }
 
 /// Wrap words into lines of at most ~76 columns, indented.
@@ -106,14 +107,14 @@ fn summed_states(ci: &pmlab_kernel::sysinfo::cpuidle::Cpuidle) -> Vec<IdleState>
     out
 }
 
-fn state_row(t: &mut Table, cpu: &str, s: &IdleState) {
+fn state_row(t: &mut Tab, cpu: &str, s: &IdleState) {
     let n = |v: Option<u64>| v.map_or("-".into(), |x| x.to_string());
     let disabled = match &s.disabled {
         Item::Value(true) => "yes".to_string(),
         Item::Value(false) => "no".to_string(),
         Item::Unavailable(u) => u.to_string(),
     };
-    let cells = [
+    t.add_row(vec![
         cpu.to_string(),
         format!("state{}", s.index),
         s.name.clone(),
@@ -127,30 +128,267 @@ fn state_row(t: &mut Table, cpu: &str, s: &IdleState) {
         n(s.rejected),
         disabled,
         opt(&s.default_status),
-    ];
-    t.add_row(cells.into_iter().enumerate().map(|(i, c)| {
-        let cell = Cell::new(c);
-        if (4..11).contains(&i) {
-            cell.set_alignment(CellAlignment::Right)
-        } else {
-            cell
-        }
-    }));
+    ]);
 }
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_header(header.to_vec());
+/// Idle states: a row per CPU and state, counters right-aligned.
+fn states_table() -> Tab {
+    Tab {
+        right: 4..11,
+        key: 2,
+        ..table(&STATE_HEADER)
+    }
+}
+
+fn table(header: &[&str]) -> Tab {
+    Tab {
+        header: header.iter().map(|h| h.to_string()).collect(),
+        rows: Vec::new(),
+        right: 0..0,
+        key: 1,
+    }
+}
+
+/// The info document, format-neutral: sections of items, tables and lists.
+#[derive(Default)]
+struct Doc(Vec<Block>);
+
+enum Block {
+    /// A section's title.
+    Head(String),
+    /// An item and its value.
+    Kv(String, String),
+    /// A remark under the section.
+    Line(String),
+    /// A list of words (features, states), after an optional line of its own.
+    Words {
+        item: &'static str,
+        label: Option<String>,
+        words: Vec<String>,
+    },
+    Table(Tab),
+    /// "What pmlab can do here".
+    Caps(Vec<Capability>),
+}
+
+/// A table: its first `key` columns name a row; the columns in `right` are numbers.
+struct Tab {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    right: std::ops::Range<usize>,
+    key: usize,
+}
+
+impl Tab {
+    fn add_row(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// The terminal form (comfy-table), indented by two spaces.
+    fn text(&self) -> String {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(self.header.clone());
+        for r in &self.rows {
+            t.add_row(r.iter().enumerate().map(|(i, c)| {
+                let cell = Cell::new(c);
+                if self.right.contains(&i) {
+                    cell.set_alignment(CellAlignment::Right)
+                } else {
+                    cell
+                }
+            }));
+        }
+        t.to_string().lines().map(|l| format!("  {l}\n")).collect()
+    }
+
+    /// The mail form: plain fixed-width columns, numbers right-aligned, indented by two spaces.
+    fn plain(&self) -> String {
+        let all = || std::iter::once(&self.header).chain(&self.rows);
+        let w: Vec<usize> = (0..self.header.len())
+            .map(|i| all().map(|r| r[i].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for r in all() {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&w)
+                .enumerate()
+                .map(|(i, (c, w))| match self.right.contains(&i) {
+                    true => format!("{c:>w$}"),
+                    false => format!("{c:<w$}"),
+                })
+                .collect();
+            let _ = writeln!(out, "  {}", cells.join(" ").trim_end());
+        }
+        out
+    }
+
+    /// The markdown form.
+    fn markdown(&self) -> String {
+        let mut out = format!("| {} |\n", self.header.join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(self.header.len()));
+        for r in &self.rows {
+            let cells: Vec<String> = r.iter().map(|c| md_cell(c)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        out
+    }
+
+    /// One (item, value) per cell but the key ones: `cpu 0, state state1: usage`.
+    fn items(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for r in &self.rows {
+            let key: Vec<String> = (0..self.key)
+                .map(|i| format!("{} {}", self.header[i], r[i]))
+                .collect();
+            for (h, v) in self.header.iter().zip(r).skip(self.key) {
+                out.push((format!("{}: {h}", key.join(", ")), v.clone()));
+            }
+        }
+        out
+    }
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn caps_tab(caps: &[Capability]) -> Tab {
+    let mut t = table(&["area", "usable", "summary", "reason"]);
+    for c in caps {
+        let ok = if c.ok { "yes" } else { "no" };
+        t.add_row(vec![
+            c.area.into(),
+            ok.into(),
+            c.summary.clone(),
+            c.reason.clone(),
+        ]);
+    }
     t
 }
 
-fn indent(t: &Table) -> String {
-    t.to_string().lines().map(|l| format!("  {l}\n")).collect()
+impl Doc {
+    /// The terminal form (`mail`: tables in plain columns, no box drawing).
+    fn text(&self, mail: bool) -> String {
+        let mut o = String::new();
+        for b in &self.0 {
+            match b {
+                Block::Head(t) if o.is_empty() => {
+                    let _ = writeln!(o, "{t}");
+                }
+                Block::Head(t) => {
+                    let _ = writeln!(o, "\n{t}");
+                }
+                Block::Kv(k, v) => {
+                    let _ = writeln!(o, "  {k:<28} {v}");
+                }
+                Block::Line(l) => {
+                    let _ = writeln!(o, "  {l}");
+                }
+                Block::Words { label, words, .. } => {
+                    if let Some(l) = label {
+                        let _ = writeln!(o, "  {l}");
+                    }
+                    o.push_str(&wrap(words));
+                }
+                Block::Table(t) if mail => o.push_str(&t.plain()),
+                Block::Table(t) => o.push_str(&t.text()),
+                Block::Caps(caps) => {
+                    for i in caps {
+                        let mark = if i.ok { "+" } else { "-" };
+                        let _ = writeln!(o, "  {mark} {:<15} {}", i.area, i.summary);
+                        let _ = writeln!(o, "  {:<17} {}", "", i.reason);
+                    }
+                }
+            }
+        }
+        o
+    }
+
+    /// Markdown: a heading per section, its items as a two-column table, its tables.
+    fn markdown(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut in_kv = false;
+        for b in &self.0 {
+            let kv = matches!(b, Block::Kv(..));
+            let part = match b {
+                Block::Head(t) => format!("### {t}\n"),
+                Block::Kv(k, v) => {
+                    let row = format!("| {} | {} |\n", md_cell(k), md_cell(v));
+                    if in_kv {
+                        parts.last_mut().expect("a kv table").push_str(&row);
+                        continue;
+                    }
+                    format!("| item | value |\n|---|---|\n{row}")
+                }
+                Block::Line(l) => format!("{l}\n"),
+                Block::Words { item, words, .. } => format!("{item}: {}\n", words.join(" ")),
+                Block::Table(t) => t.markdown(),
+                Block::Caps(caps) => caps_tab(caps).markdown(),
+            };
+            in_kv = kv;
+            parts.push(part);
+        }
+        parts.join("\n")
+    }
+
+    /// CSV through the `csv` crate: one `section,item,value` record per item and table cell.
+    fn csv(&self) -> Result<String, RenderError> {
+        let err = |e: &dyn std::error::Error| RenderError {
+            format: "csv",
+            message: e.to_string(),
+        };
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(["section", "item", "value"])
+            .map_err(|e| err(&e))?;
+        let mut section = String::new();
+        for b in &self.0 {
+            let items = match b {
+                Block::Head(t) => {
+                    section = t.clone();
+                    continue;
+                }
+                Block::Kv(k, v) => vec![(k.clone(), v.clone())],
+                Block::Line(l) => vec![("note".into(), l.clone())],
+                Block::Words { item, words, .. } => vec![(item.to_string(), words.join(" "))],
+                Block::Table(t) => t.items(),
+                Block::Caps(caps) => caps_tab(caps).items(),
+            };
+            for (k, v) in items {
+                w.write_record([section.as_str(), &k, &v])
+                    .map_err(|e| err(&e))?;
+            }
+        }
+        let bytes = w.into_inner().map_err(|e| err(e.error()))?;
+        String::from_utf8(bytes).map_err(|e| err(&e))
+    }
+}
+
+/// `pmlab info` in `format` (every format but HTML); `verbose` lists every hotplug state and
+/// sched feature, and the idle states of every CPU (JSON always holds everything).
+pub fn render(
+    si: &SystemInfo,
+    caps: &Capabilities,
+    verbose: bool,
+    format: Format,
+) -> Result<String, RenderError> {
+    let d = || doc(si, caps, verbose);
+    match format {
+        Format::Table => Ok(d().text(false)),
+        Format::Mail => Ok(d().text(true)),
+        Format::Markdown => Ok(d().markdown()),
+        Format::Csv => d().csv(),
+        Format::Json => json(si, caps).map(|j| j + "\n"),
+        Format::Html => Err(RenderError {
+            format: "html",
+            message: "`pmlab info` prints text: choose table, markdown, mail, json or csv".into(),
+        }),
+    }
 }
 
 /// The JSON form: the [`SystemInfo`] with its [`Capabilities`] under `capabilities`, pretty.
-pub fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError> {
+fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError> {
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
@@ -167,11 +405,11 @@ pub fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError>
     })
 }
 
-/// The text form; `verbose` lists every hotplug state and sched feature, and the idle
+/// The document; `verbose` lists every hotplug state and sched feature, and the idle
 /// states of every CPU.
-pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "System");
+fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
+    let mut o = Doc::default();
+    head(&mut o, "System");
     kv(&mut o, "kernel", show(&si.kernel.release));
     kv(&mut o, "cmdline", show(&si.kernel.cmdline));
     let mut cpu = show(&si.cpus.model);
@@ -223,8 +461,11 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
     );
     if let Some(k) = &v.kvm_cpuid {
         kv(&mut o, "KVM CPUID base", &k.base);
-        let _ = writeln!(o, "  KVM features ({}):", k.features_raw);
-        o.push_str(&wrap(&k.features));
+        o.0.push(Block::Words {
+            item: "KVM features",
+            label: Some(format!("KVM features ({}):", k.features_raw)),
+            words: k.features.clone(),
+        });
         let hints = if k.hints.is_empty() {
             "none".into()
         } else {
@@ -295,7 +536,7 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                     format_cpu_list(&x.thread_siblings),
                 ]);
             }
-            o.push_str(&indent(&t));
+            o.0.push(Block::Table(t));
         }
         other => kv(&mut o, "topology", show(&other.clone().map(|_| "-"))),
     }
@@ -316,7 +557,7 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
     if ci.cpus.is_empty() {
         kv(&mut o, "idle states", "none");
     } else if verbose || rows <= 16 {
-        let mut t = table(&STATE_HEADER);
+        let mut t = states_table();
         for cpu in &ci.cpus {
             for s in &cpu.states {
                 let label = if si.cpus.offline.contains(&cpu.cpu) {
@@ -327,15 +568,17 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                 state_row(&mut t, &label, s);
             }
         }
-        o.push_str(&indent(&t));
+        o.0.push(Block::Table(t));
     } else {
         let cpus: Vec<u32> = ci.cpus.iter().map(|c| c.cpu).collect();
-        let mut t = table(&STATE_HEADER);
+        let mut t = states_table();
         for s in summed_states(ci) {
             state_row(&mut t, &format_cpu_list(&cpus), &s);
         }
-        o.push_str(&indent(&t));
-        let _ = writeln!(o, "  (counters summed over CPUs; -v shows each CPU)");
+        o.0.push(Block::Table(t));
+        o.0.push(Block::Line(
+            "(counters summed over CPUs; -v shows each CPU)".into(),
+        ));
     }
 
     if let Some(h) = &si.haltpoll {
@@ -406,7 +649,7 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                     epp(g[0]),
                 ]);
             }
-            o.push_str(&indent(&t));
+            o.0.push(Block::Table(t));
         }
     }
 
@@ -423,7 +666,7 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                 opt(&z.max_energy_range_uj),
             ]);
         }
-        o.push_str(&indent(&t));
+        o.0.push(Block::Table(t));
     }
 
     head(&mut o, "Tracing and scheduler");
@@ -451,7 +694,11 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                         }
                     })
                     .collect();
-                o.push_str(&wrap(&words));
+                o.0.push(Block::Words {
+                    item: "sched features, each",
+                    label: None,
+                    words,
+                });
             }
         }
         other => kv(&mut o, "sched features", show(&other.clone().map(|_| ""))),
@@ -490,17 +737,17 @@ pub fn text(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> String {
                     .iter()
                     .map(|x| format!("{}:{}", x.number, x.name))
                     .collect();
-                o.push_str(&wrap(&words));
+                o.0.push(Block::Words {
+                    item: "hotplug states, each",
+                    label: None,
+                    words,
+                });
             }
         }
         other => kv(&mut o, "hotplug states", show(&other.clone().map(|_| ""))),
     }
 
     head(&mut o, "What pmlab can do here");
-    for i in &caps.items {
-        let mark = if i.ok { "+" } else { "-" };
-        let _ = writeln!(o, "  {mark} {:<15} {}", i.area, i.summary);
-        let _ = writeln!(o, "  {:<17} {}", "", i.reason);
-    }
+    o.0.push(Block::Caps(caps.items.clone()));
     o
 }

@@ -6,10 +6,13 @@ pub mod info;
 mod json;
 mod mail;
 mod markdown;
+pub mod run;
 pub mod sheet;
 pub mod store;
+pub mod study;
 mod table;
 pub mod tables;
+pub mod trace;
 
 use crate::report::Report;
 
@@ -48,6 +51,17 @@ pub enum Format {
     Html,
 }
 
+/// A `--format` value refused while the arguments are parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// No such format.
+    #[error(transparent)]
+    Unknown(#[from] UnknownFormat),
+    /// A format the command cannot produce.
+    #[error(transparent)]
+    Unsupported(#[from] UnsupportedFormat),
+}
+
 /// A `--format` value that a command cannot produce.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -61,6 +75,21 @@ pub struct UnsupportedFormat {
     pub format: Format,
     /// The formats the command supports.
     pub supported: &'static [Format],
+}
+
+/// A `--format` value that names no format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{given}`; possible values: {}", list(supported))]
+pub struct UnknownFormat {
+    /// What was given.
+    pub given: String,
+    /// The formats that could have been given.
+    pub supported: &'static [Format],
+}
+
+fn list(formats: &[Format]) -> String {
+    let n: Vec<String> = formats.iter().map(|f| f.to_string()).collect();
+    n.join(", ")
 }
 
 fn names(formats: &[Format]) -> String {
@@ -88,6 +117,17 @@ impl Format {
         Format::Json,
         Format::Csv,
     ];
+
+    /// The format named `s` (or an alias, `md`), if it prints text: the `--format` parser of
+    /// every command that prints on stdout. An unknown name gets an error listing the values.
+    pub fn parse_text(s: &str) -> Result<Format, FormatError> {
+        use clap::ValueEnum;
+        let f = Format::from_str(s, false).map_err(|_| UnknownFormat {
+            given: s.to_string(),
+            supported: Format::TEXT,
+        })?;
+        Ok(f.check("a command that prints text", Format::TEXT)?)
+    }
 
     /// This format if `supported` holds it, else an error naming what `command` supports.
     pub fn check(
@@ -176,6 +216,15 @@ pub(crate) mod tests {
         assert_eq!(Format::from_str("md", false), Ok(Format::Markdown));
         assert_eq!(Format::Csv.to_string(), "csv");
         assert!(Format::from_str("pdf", false).is_err());
+        assert_eq!(
+            Format::parse_text("pdf").unwrap_err().to_string(),
+            "unknown format `pdf`; possible values: table, markdown, mail, json, csv"
+        );
+        assert_eq!(Format::parse_text("md"), Ok(Format::Markdown));
+        assert!(matches!(
+            Format::parse_text("html"),
+            Err(super::FormatError::Unsupported(_))
+        ));
         assert_eq!(
             Format::Mail.check("pmlab report", Format::TEXT),
             Ok(Format::Mail)

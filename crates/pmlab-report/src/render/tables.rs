@@ -3,7 +3,7 @@
 
 use super::{Format, RenderError};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
-use pmlab_analysis::all::Section;
+use pmlab_analysis::all::{Analyzed, Section};
 use pmlab_analysis::replay::WhatifReport;
 use pmlab_analysis::{Cell, Table, Tabular};
 use std::fmt::Write;
@@ -46,7 +46,7 @@ pub fn text_titled(t: &Table, limit: usize) -> String {
 
 /// One section of `pmlab analyze` as text: its name, why it could not run, its tables (or
 /// their differences against a baseline, when there are some), and its notes.
-pub fn analyze_section(s: &Section, diff: Option<&[Table]>, limit: usize) -> String {
+fn analyze_section(s: &Section, diff: Option<&[Table]>, limit: usize) -> String {
     let mut out = format!("\n== {} ==\n", s.name);
     if let Some(p) = &s.problem {
         let _ = writeln!(out, "{p}");
@@ -66,7 +66,7 @@ pub fn analyze_section(s: &Section, diff: Option<&[Table]>, limit: usize) -> Str
 
 /// One section of `pmlab analyze` as markdown: a heading, why it could not run, every row of
 /// its tables (or of their differences against a baseline), and its notes as a list.
-pub fn analyze_section_markdown(s: &Section, diff: Option<&[Table]>) -> String {
+fn analyze_section_markdown(s: &Section, diff: Option<&[Table]>) -> String {
     let mut out = format!("\n#### {}\n\n", s.name);
     if let Some(p) = &s.problem {
         let _ = writeln!(out, "{p}\n");
@@ -80,6 +80,46 @@ pub fn analyze_section_markdown(s: &Section, diff: Option<&[Table]>) -> String {
     }
     for n in &s.notes {
         let _ = writeln!(out, "- {n}");
+    }
+    out
+}
+
+/// `pmlab analyze FILE` as a table or markdown: a line on the trace, then every section (with
+/// `diffs`, each section's differences against a baseline); `limit` rows per terminal table.
+pub fn analyze(
+    file: &Path,
+    a: &Analyzed,
+    diffs: Option<&[(String, Vec<Table>)]>,
+    format: Format,
+    limit: usize,
+) -> String {
+    let r = &a.report;
+    let (md, against) = match format {
+        Format::Markdown => (true, " (differences against the baseline)"),
+        _ => (false, "  (differences against the baseline)"),
+    };
+    let mut out = if md {
+        format!("### pmlab analyze {}\n\n", file.display())
+    } else {
+        format!("{}: ", file.display())
+    };
+    let _ = writeln!(
+        out,
+        "{} events, {} CPUs, {:.6} s{}",
+        r.events,
+        r.cpus,
+        r.span_ns as f64 / 1e9,
+        if diffs.is_some() { against } else { "" }
+    );
+    for s in &a.sections() {
+        let diff = diffs
+            .and_then(|d| d.iter().find(|d| d.0 == s.name))
+            .map(|d| d.1.as_slice());
+        out.push_str(&if md {
+            analyze_section_markdown(s, diff)
+        } else {
+            analyze_section(s, diff, limit)
+        });
     }
     out
 }
