@@ -283,8 +283,8 @@ pub fn waterfall(e: &StoredExperiment) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Budget, Configuration, Experiment, WorkloadDef};
-    use crate::store::{now_ns, NewRun, RunStatus, Store};
+    use crate::spec::{Configuration, Experiment, WorkloadDef};
+    use crate::store::Store;
     use crate::system::SystemSnapshot;
     use pmlab_kernel::{Direction, Metric};
 
@@ -313,38 +313,27 @@ mod tests {
             None,
         )
         .unwrap();
-        let ids = store
-            .create_experiment(
-                &exp,
-                &Budget::default(),
-                "pmlab hotplug",
-                &SystemSnapshot::default(),
-            )
-            .unwrap();
-        for (round, walls) in [[20.0, 40.0], [22.0, 90.0]].iter().enumerate() {
-            for (w, wall) in walls.iter().enumerate() {
+        // Wall times per (round, workload): round 1 down 20 up 40, round 2 down 22 up 90.
+        let walls = [[20.0, 40.0], [22.0, 90.0]];
+        let outcome = pmlab_lab::scripted::store_scripted(
+            &mut store,
+            &exp,
+            2,
+            SystemSnapshot::default(),
+            "pmlab hotplug",
+            &mut |p| {
+                let wall = walls[p.round - 1][p.workload];
                 let on3 =
                     |name: &str, v: f64| Metric::new(name, v, "ms", Direction::Lower).on_cpu(3);
-                store
-                    .insert_run(&NewRun {
-                        experiment: ids.experiment,
-                        configuration: ids.configurations[0],
-                        workload: ids.workloads[w],
-                        round: round + 1,
-                        position: w,
-                        warmup: false,
-                        started_ns: now_ns(),
-                        duration_ns: 1,
-                        status: RunStatus::Ok,
-                        error: None,
-                        metrics: vec![on3(WALL_METRIC, *wall)],
-                        side_metrics: vec![on3("step_ms:83:bringup_cpu", wall / 2.0)],
-                        trace_path: None,
-                    })
-                    .unwrap();
-            }
-        }
-        let e = store.load(ids.experiment).unwrap();
+                pmlab_lab::executor::RunOutput {
+                    metrics: vec![on3(WALL_METRIC, wall)],
+                    side_metrics: vec![on3("step_ms:83:bringup_cpu", wall / 2.0)],
+                    trace_path: None,
+                }
+            },
+        )
+        .unwrap();
+        let e = store.load(outcome.experiment_id).unwrap();
         assert!(is_hotplug(&e));
         let g = groups(&e);
         assert_eq!(
