@@ -61,6 +61,8 @@ struct Trace {
     head: Arc<pmlab_trace::Trace>,
     /// The decoded events, when first needed.
     full: Mutex<Option<Arc<pmlab_trace::Trace>>>,
+    /// Event names and counts, counted once (each count walks every event).
+    names: std::sync::OnceLock<Vec<(String, u16, u64)>>,
 }
 
 impl Trace {
@@ -156,7 +158,7 @@ impl Trace {
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let full = self.full(py)?;
         let d = PyDict::new(py);
-        for (name, _, n) in full.event_names() {
+        for (name, _, n) in self.names.get_or_init(|| full.event_names()) {
             d.set_item(name, n)?;
         }
         Ok(d)
@@ -340,7 +342,7 @@ impl Trace {
         events: Option<Vec<String>>,
     ) -> PyResult<Vec<(String, Table)>> {
         let full = self.full(py)?;
-        let named = full.event_names();
+        let named = self.names.get_or_init(|| full.event_names());
         let wanted: Vec<(String, u16)> = match events {
             None => named.iter().map(|(n, id, _)| (n.clone(), *id)).collect(),
             Some(list) => list
@@ -371,6 +373,7 @@ fn open(py: Python<'_>, path: PathBuf) -> PyResult<Trace> {
         path,
         head,
         full: Mutex::new(full),
+        names: std::sync::OnceLock::new(),
     })
 }
 

@@ -17,6 +17,7 @@ def check(path):
     out = subprocess.run([str(pmlab_bin()), "dump", "--json", str(path)], check=True,
                          capture_output=True).stdout
     t = pmlab.open(path)
+    events = t.events  # built anew by each access: once here, not once per line
     by_event = {}
     n = 0
     prev_ts = -1
@@ -27,10 +28,10 @@ def check(path):
         assert ts >= prev_ts, "time order"
         prev_ts = ts
         name = obj.get("event", obj.get("common_event"))
-        key = name if name in t.events else f"{obj.get('system')}:{name}"
+        key = name if name in events else f"{obj.get('system')}:{name}"
         by_event.setdefault(key, []).append(obj)
-    assert n == sum(t.events.values())
-    assert set(by_event) == set(t.events)
+    assert n == sum(events.values())
+    assert set(by_event) == set(events)
     for event, objs in by_event.items():
         tab = pa.table(t.arrow(event))
         cols = tab.column_names
