@@ -9,11 +9,15 @@ use std::sync::OnceLock;
 
 /// `store_with_two_kernels(db, "6.19.0-patched")`, built once per test process (three compares,
 /// most of these tests' time) and copied to `db`: each test still starts from its own file.
-/// The shared copy lives under one root that the next test process empties first.
+/// The shared copy lives under one root per user that the next test process of that user
+/// empties first.
 fn two_host_store(db: &Path) {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        let root = std::env::temp_dir().join("pmlab-bundle-tests");
+        let root = std::env::temp_dir().join(format!(
+            "pmlab-bundle-tests-{}",
+            rustix::process::getuid().as_raw()
+        ));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let built = root.join("two.db");

@@ -26,11 +26,16 @@ struct Ran {
 }
 
 /// A directory that outlives the test (the study results are shared across tests), under
-/// one root that the next test process empties first: leftovers never pile up in /tmp.
+/// one root per user that the next test process of that user empties first: leftovers never
+/// pile up in /tmp, and a root left by another user (root, then `PMLAB_TEST_NO_ROOT=1`) is not
+/// in the way.
 fn tempdir() -> PathBuf {
     static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let root = ROOT.get_or_init(|| {
-        let root = std::env::temp_dir().join("pmlab-study-tests");
+        let root = std::env::temp_dir().join(format!(
+            "pmlab-study-tests-{}",
+            rustix::process::getuid().as_raw()
+        ));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         root
