@@ -34,7 +34,7 @@ fn pmlab_does_not_wake_the_machine_it_measures() {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no ratio line: {stdout}"));
     // Each pair's ratio: drift of the machine's own timer rate cancels within a pair, not
-    // when the pairs disagree with each other by more than the 15% tested.
+    // when the middle pairs disagree with each other by more than the 15% tested.
     let pairs: Vec<f64> = stderr
         .lines()
         .filter_map(|l| {
@@ -44,14 +44,16 @@ fn pmlab_does_not_wake_the_machine_it_measures() {
         })
         .collect();
     assert_eq!(pairs.len(), 5, "{stderr}");
-    let spread = pairs.iter().cloned().fold(f64::MIN, f64::max)
-        / pairs.iter().cloned().fold(f64::MAX, f64::min).max(1e-9);
+    // The median of five lies between the 2nd and 4th: one outlying pair does not move it.
+    let mut sorted = pairs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let spread = sorted[3] / sorted[1].max(1e-9);
     // The wakeup check above held; a ratio the machine's own timers cannot resolve is not
     // a pass of the LOC check.
-    if spread > 1.5 {
+    if spread > 1.3 {
         skip!(
-            "the LOC ratio ({ratio:.3}): the pairs' own ratios varied {spread:.2}x, more than \
-             the 15% tested (bench/observer covers it)"
+            "the LOC ratio ({ratio:.3}): the middle pairs' own ratios varied {spread:.2}x, more \
+             than the 15% tested (bench/observer covers it)"
         );
     }
     assert!((0.85..=1.15).contains(&ratio), "LOC ratio {ratio}");
