@@ -36,6 +36,86 @@ pub struct UnknownEvent {
     pub available: String,
 }
 
+/// An event type whose lines pmlab cannot print as `trace-cmd report` does: pmlab says so
+/// once per event type instead of silently printing something else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{system}:{name}: {why}; pmlab's lines for it differ from trace-cmd's")]
+pub struct Unsupported {
+    /// The event's system.
+    pub system: String,
+    /// The event's name.
+    pub name: String,
+    /// What trace-cmd does that pmlab does not.
+    pub why: Why,
+}
+
+/// Why trace-cmd prints an event type in a way pmlab does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    /// A libtraceevent plugin replaces the event's print format with its own code.
+    #[error("trace-cmd's {0} plugin prints it with its own code (pmlab prints its print format)")]
+    PluginHandler(&'static str),
+    /// The print format calls a function only a libtraceevent plugin defines.
+    #[error("its print format calls {0}(), which trace-cmd's {1} plugin defines (pmlab prints [FAILED TO PARSE])")]
+    PluginFunction(&'static str, &'static str),
+}
+
+/// Events libtraceevent 1.7's plugins print with their own code, pmlab's own renderings
+/// aside (sched_switch, sched_wakeup, hrtimer, function): (plugin, system, event).
+const PLUGIN_HANDLERS: &[(&str, &str, &str)] = &[
+    ("futex", "syscalls", "sys_enter_futex"),
+    ("kmem", "kmem", "kfree"),
+    ("kmem", "kmem", "kmalloc"),
+    ("kmem", "kmem", "kmalloc_node"),
+    ("kmem", "kmem", "kmem_cache_alloc"),
+    ("kmem", "kmem", "kmem_cache_alloc_node"),
+    ("kmem", "kmem", "kmem_cache_free"),
+    ("kvm", "kvm", "kvm_exit"),
+    ("kvm", "kvm", "kvm_entry"),
+    ("kvm", "kvm", "kvm_emulate_insn"),
+    ("kvm", "kvm", "kvm_nested_vmexit"),
+    ("kvm", "kvm", "kvm_nested_vmexit_inject"),
+    ("kvm", "kvmmmu", "kvm_mmu_get_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_sync_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_unsync_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_zap_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_prepare_zap_page"),
+    ("mac80211", "mac80211", "drv_bss_info_changed"),
+    ("tlb", "tlb", "tlb_flush"),
+];
+
+/// Print-format functions only libtraceevent 1.7's plugins define: (function, plugin).
+const PLUGIN_FUNCTIONS: &[(&str, &str)] = &[
+    ("__le16_to_cpup", "cfg80211"),
+    ("jbd2_dev_to_name", "jbd2"),
+    ("jiffies_to_msecs", "jbd2"),
+    ("is_writable_pte", "kvm"),
+    ("scsi_trace_parse_cdb", "scsi"),
+    ("xen_hypercall_name", "xen"),
+];
+
+/// Why `f`'s formatted lines differ from trace-cmd's, if pmlab knows they do.
+fn unsupported(f: &EventFormat) -> Option<Why> {
+    if let Some((plugin, ..)) = PLUGIN_HANDLERS
+        .iter()
+        .find(|(_, sys, name)| f.system == *sys && f.name == *name)
+    {
+        return Some(Why::PluginHandler(plugin));
+    }
+    let calls = |func: &str| {
+        f.print_fmt.match_indices(func).any(|(at, _)| {
+            let before = f.print_fmt[..at].bytes().next_back();
+            let after = f.print_fmt[at + func.len()..].trim_start();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                && after.starts_with('(')
+        })
+    };
+    PLUGIN_FUNCTIONS
+        .iter()
+        .find(|(func, _)| calls(func))
+        .map(|(func, plugin)| Why::PluginFunction(func, plugin))
+}
+
 /// How one event type is printed.
 enum Kind {
     Print(PrintFormat),
@@ -312,6 +392,8 @@ pub struct Report<'t> {
     consumed: Option<usize>,
     /// Per CPU, the function plugin's guess of the call stack (names by depth).
     fstacks: Vec<Vec<Option<&'t [u8]>>>,
+    /// Ids of the event types the trace has events of.
+    present: Vec<u16>,
 }
 
 impl<'t> Report<'t> {
@@ -396,7 +478,31 @@ impl<'t> Report<'t> {
             opts,
             buffer_width,
             ids,
+            present,
         })
+    }
+
+    /// The selected event types the trace has whose formatted lines pmlab cannot print as
+    /// trace-cmd does (none with `raw`: trace-cmd's plugins do not change raw fields).
+    pub fn unsupported(&self) -> Vec<Unsupported> {
+        if self.opts.raw {
+            return Vec::new();
+        }
+        let mut v: Vec<Unsupported> = self
+            .present
+            .iter()
+            .filter(|id| self.ids.as_ref().is_none_or(|s| s.contains(id)))
+            .filter_map(|id| self.trace.formats.get(id))
+            .filter_map(|f| {
+                unsupported(f).map(|why| Unsupported {
+                    system: f.system.clone(),
+                    name: f.name.clone(),
+                    why,
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.system, &a.name).cmp(&(&b.system, &b.name)));
+        v
     }
 
     /// Whether event `i` is selected by the options (and not printed already).

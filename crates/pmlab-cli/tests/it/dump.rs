@@ -49,6 +49,13 @@ fn assert_formatted(file: &Path, ours_args: &[&str], theirs_args: &[&str]) -> us
         .output()
         .expect("running trace-cmd report");
     assert!(theirs.status.success(), "trace-cmd report failed");
+    // Lines pmlab knows differ are warned about; none here.
+    assert!(
+        ours.stderr.is_empty(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&ours.stderr)
+    );
     let (a, b) = (normalized(&ours.stdout), normalized(&theirs.stdout));
     assert_eq!(
         a.len(),
@@ -577,4 +584,73 @@ fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
             "no line ends with {want}"
         );
     }
+}
+
+// Events trace-cmd's plugins print with their own code (kmem's kmalloc) or whose print
+// format calls a function only a plugin defines (jbd2's jiffies_to_msecs): pmlab warns
+// once per event type on stderr, and every other line still equals trace-cmd's.
+
+it_test!(events_only_trace_cmds_plugins_print_are_warned_about_once_per_type);
+fn events_only_trace_cmds_plugins_print_are_warned_about_once_per_type() {
+    assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
+    let src = crate::util::fixtures().join("lisa_sched_load.dat");
+    let trace = pmlab_trace::open(&src).unwrap();
+    let mut bytes = std::fs::read(&src).unwrap();
+    let id = |sys: &str, name: &str| {
+        trace
+            .formats
+            .values()
+            .find(|f| f.system == sys && f.name == name)
+            .unwrap_or_else(|| panic!("no {sys}:{name} format in the fixture"))
+            .id
+    };
+    let ids = [id("kmem", "kmalloc"), id("jbd2", "jbd2_run_stats")];
+    let ev = &trace.events;
+    let mut rewritten = 0;
+    for i in (0..ev.len()).step_by(11) {
+        let (o, l) = (ev.off(i), ev.rec_len(i));
+        if l >= 64 {
+            put(&mut bytes[o..o + l], 0, 2, u64::from(ids[rewritten % 2]));
+            rewritten += 1;
+        }
+    }
+    assert!(rewritten > 20, "{rewritten} records rewritten");
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("plugins.dat");
+    std::fs::write(&f, &bytes).unwrap();
+    let ours = pmlab().arg("dump").arg(&f).output().unwrap();
+    assert!(ours.status.success());
+    let err = String::from_utf8_lossy(&ours.stderr);
+    let warned: Vec<&str> = err.lines().collect();
+    assert_eq!(warned.len(), 2, "{err}");
+    assert!(warned[0].contains("jbd2:jbd2_run_stats") && warned[0].contains("jiffies_to_msecs()"));
+    assert!(warned[1].contains("kmem:kmalloc") && warned[1].contains("kmem plugin"));
+    let theirs = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let (a, b) = (normalized(&ours.stdout), normalized(&theirs.stdout));
+    assert_eq!(a.len(), b.len());
+    let mut differ = 0;
+    for (x, y) in a.iter().zip(&b) {
+        if x != y {
+            assert!(
+                matches!(kind(y), "kmalloc" | "jbd2_run_stats"),
+                "a line of an unwarned kind differs:\n{x}\n{y}"
+            );
+            differ += 1;
+        }
+    }
+    assert!(
+        differ > 0,
+        "the warned kinds print as trace-cmd: drop the warning"
+    );
+    // The raw view: trace-cmd's plugins do not change it, nothing to warn about.
+    let raw = pmlab().args(["dump", "-R"]).arg(&f).output().unwrap();
+    assert!(
+        raw.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&raw.stderr)
+    );
 }
