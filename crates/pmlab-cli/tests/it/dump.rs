@@ -536,18 +536,18 @@ fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
         let f = [&lookup, &insert, &cache][k as usize % 3];
         let r = &mut bytes[o..o + l];
         put(r, 0, 2, u64::from(f.id));
-        put(r, at(f, "dev").0, 4, (8 << 20) | k % 16);
+        put(r, at(f, "dev").0, 4, (8 << 20) | (k % 16));
         put(r, at(f, "ino").0, 8, 1000 + k);
         put(r, at(f, "lblk").0, 4, k * 3);
         put(r, at(f, "len").0, 4, 1 + k % 5);
-        put(r, at(f, "pblk").0, 8, 1 << 20 | k);
+        put(r, at(f, "pblk").0, 8, (1 << 20) | k);
         // every bit pattern of the byte's low half and high half, zero included
         let status = [
             0, 0x11, 0x10, 0x1f, 0xff, 0x01, 0x80, 0x07, 0x23, 0x0e, 0x02,
         ];
         put(r, at(f, "status").0, 1, status[k as usize % status.len()]);
         if f.name == "ext4_es_lookup_extent_exit" {
-            put(r, at(f, "found").0, 4, u64::from(k % 3 != 0));
+            put(r, at(f, "found").0, 4, u64::from(!k.is_multiple_of(3)));
         }
         rewritten += 1;
     }
