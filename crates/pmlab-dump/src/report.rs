@@ -11,7 +11,7 @@ use crate::model::{EventFormat, Trace};
 use crate::printfmt::{
     push_hex, push_i64, push_line_prefix, push_u64, BArg, BprintFormat, Env, PrintFormat,
 };
-use crate::render::Renderer;
+use crate::render::{Carry, Renderer};
 
 /// What to print and how.
 #[derive(Debug, Clone, Default)]
@@ -302,7 +302,7 @@ fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
 
 /// Task names by pid, for the line header (libtraceevent's cmdlines): a table indexed by
 /// pid (a hash lookup per event cost more than the rest of the header).
-struct Comms {
+pub(crate) struct Comms {
     /// pid → index into `names` + 1 (0: unknown), for pids below the table's length.
     index: Vec<u32>,
     names: Vec<Box<[u8]>>,
@@ -311,7 +311,7 @@ struct Comms {
 }
 
 impl Comms {
-    fn new(trace: &Trace) -> Comms {
+    pub(crate) fn new(trace: &Trace) -> Comms {
         let max_pid = trace
             .cmdlines
             .keys()
@@ -333,7 +333,7 @@ impl Comms {
     }
 
     #[inline]
-    fn get(&self, pid: i32) -> &[u8] {
+    pub(crate) fn get(&self, pid: i32) -> &[u8] {
         if pid == 0 {
             return b"<idle>";
         }
@@ -375,6 +375,8 @@ pub struct Report<'t> {
     trace: &'t Trace,
     env: Env<'t>,
     raw: Renderer<'t>,
+    /// What the raw fields printed so far leave for the next ones.
+    raw_carry: Carry,
     /// Event kinds by id.
     kinds: Vec<Option<Kind>>,
     /// Per event id: ` name: ` and the padding to 20 columns, as the line shows it.
@@ -468,6 +470,7 @@ impl<'t> Report<'t> {
                 &trace.printk_formats,
             ),
             raw: Renderer::new(trace),
+            raw_carry: Carry::default(),
             kinds,
             names,
             comms: Comms::new(trace),
@@ -570,7 +573,7 @@ impl<'t> Report<'t> {
         }
         let body = out.len();
         if self.opts.raw {
-            self.raw.raw_fields(i, out);
+            self.raw.raw_fields(i, &mut self.raw_carry, out);
         } else {
             self.info(i, id, out);
         }
@@ -615,6 +618,7 @@ impl<'t> Report<'t> {
             trace,
             env,
             raw,
+            raw_carry,
             kinds,
             comms,
             bprint,
@@ -636,7 +640,7 @@ impl<'t> Report<'t> {
             Some(Kind::Print(p)) => p.write(env, rec, out),
             None | Some(Kind::Failed) => {
                 out.extend_from_slice(b"[FAILED TO PARSE]");
-                raw.raw_fields(i, out);
+                raw.raw_fields(i, raw_carry, out);
             }
             Some(Kind::SchedSwitch {
                 prev_pid,
