@@ -625,7 +625,8 @@ struct FieldR {
 
 #[derive(Debug)]
 struct EventR {
-    name: String,
+    /// `: name: ` and the padding to 20 columns, as the line shows it.
+    head: Box<[u8]>,
     fields: Vec<FieldR>,
     items: Vec<Item>,
     /// Index in `fields` of each format field (formats include common fields, `fields` does not).
@@ -686,6 +687,18 @@ fn plan(er: &EventR) -> Option<Vec<Option<(usize, bool)>>> {
     Some(steps)
 }
 
+/// `%16s-%-5d` of a line: the task name right-aligned in 16 columns, its pid left-aligned in 5.
+fn pid_head(out: &mut Vec<u8>, comm: &[u8], pid: i32) {
+    if comm.len() < 16 {
+        out.resize(out.len() + 16 - comm.len(), b' ');
+    }
+    out.extend_from_slice(comm);
+    out.push(b'-');
+    let s = out.len();
+    push_i64(out, pid as i64);
+    pad_since(out, s, 5, true);
+}
+
 /// Renders events of one trace.
 pub struct Renderer<'t> {
     trace: &'t Trace,
@@ -693,6 +706,9 @@ pub struct Renderer<'t> {
     events: Vec<Option<EventR>>,
     /// Task names by pid (the saved cmdlines).
     comms: crate::report::Comms,
+    /// Per pid of the trace's events, its line's `%16s-%-5d` as a range of `pid_arena`.
+    pid_heads: Vec<(u32, u32)>,
+    pid_arena: Vec<u8>,
     /// kallsyms in libtraceevent's order, for `%pS`.
     funcs: &'t Kallsyms,
     big: bool,
@@ -785,8 +801,10 @@ fn event_renderer(f: &EventFormat, slots: &mut usize) -> EventR {
         .filter(|(_, f)| f.string && !f.array)
         .map(|(i, _)| i)
         .collect();
+    let mut head = format!(": {}: ", f.name).into_bytes();
+    head.resize(head.len() + 20usize.saturating_sub(f.name.len()), b' ');
     let mut er = EventR {
-        name: f.name.clone(),
+        head: head.into(),
         fields,
         items,
         format_index,
@@ -818,9 +836,26 @@ impl<'t> Renderer<'t> {
             .map(|b| b.len())
             .max()
             .unwrap_or(0);
+        let comms = crate::report::Comms::new(trace);
+        let (mut pid_heads, mut pid_arena) = (Vec::new(), Vec::new());
+        for &pid in &trace.events.pid {
+            let Some(p) = usize::try_from(pid).ok().filter(|&p| p < 1 << 22) else {
+                continue;
+            };
+            if p >= pid_heads.len() {
+                pid_heads.resize(p + 1, (0, 0));
+            }
+            if pid_heads[p].1 == 0 {
+                let a = pid_arena.len() as u32;
+                pid_head(&mut pid_arena, comms.get(pid), pid);
+                pid_heads[p] = (a, pid_arena.len() as u32);
+            }
+        }
         Renderer {
             trace,
-            comms: crate::report::Comms::new(trace),
+            comms,
+            pid_heads,
+            pid_arena,
             events,
             funcs: &trace.kallsyms,
             big: trace.endian == Endian::Big,
@@ -885,16 +920,16 @@ impl<'t> Renderer<'t> {
             return;
         };
         let pid = ev.pid[i];
-        // "%16s-%-5d [%03d]"
-        let comm = self.comms.get(pid);
-        if comm.len() < 16 {
-            out.resize(out.len() + 16 - comm.len(), b' ');
+        // "%16s-%-5d [%03d]": the part before " [" made once per pid.
+        match usize::try_from(pid)
+            .ok()
+            .and_then(|p| self.pid_heads.get(p))
+        {
+            Some(&(a, b)) if b > a => {
+                out.extend_from_slice(&self.pid_arena[a as usize..b as usize])
+            }
+            _ => pid_head(out, self.comms.get(pid), pid),
         }
-        out.extend_from_slice(comm);
-        out.push(b'-');
-        let s = out.len();
-        push_i64(out, pid as i64);
-        pad_since(out, s, 5, true);
         out.extend_from_slice(b" [");
         push_u64_zero_padded(out, cpu as u64, 3);
         out.push(b']');
@@ -909,12 +944,7 @@ impl<'t> Renderer<'t> {
             out.push(b'.');
             push_u64_zero_padded(out, ts % 1_000_000_000_000, 12);
         }
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(er.name.as_bytes());
-        out.extend_from_slice(b": ");
-        if er.name.len() < 20 {
-            out.resize(out.len() + 20 - er.name.len(), b' ');
-        }
+        out.extend_from_slice(&er.head);
         self.fields(er, rec, carry, out);
         if out.len() > line_start && out[out.len() - 1] == b'\n' {
             out.pop();

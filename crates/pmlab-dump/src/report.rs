@@ -1003,32 +1003,42 @@ fn func_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>) {
     }
 }
 
-/// Write the selected events of `trace` as `trace-cmd report` does (formatted, or raw with
-/// `opts.raw`), header first.
-pub fn dump<W: Write>(trace: &Trace, opts: ReportOptions, w: &mut W) -> std::io::Result<()> {
-    let mut r = Report::new(trace, opts)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    r.header(&mut out);
-    let missed = &trace.meta.missed_before;
-    let mut mi = 0;
-    for i in 0..trace.events.len() {
-        let mut m = None;
-        while mi < missed.len() && missed[mi].0 <= i {
-            if missed[mi].0 == i {
-                m = Some(missed[mi].1);
+/// The formatted view as a [`crate::lines::Lines`]: one pass in order (its plugins'
+/// state, task names learned from sched events and function call stacks, is not a carry).
+struct InOrder<'t>(std::sync::Mutex<Report<'t>>);
+
+impl crate::lines::Lines for InOrder<'_> {
+    type Carry = ();
+    fn lines(&self, range: std::ops::Range<usize>, _: &mut (), out: &mut Vec<u8>) {
+        let Ok(mut r) = self.0.lock() else { return };
+        let missed = &r.trace.meta.missed_before;
+        let mut mi = missed.partition_point(|m| m.0 < range.start);
+        for i in range {
+            let mut m = None;
+            while mi < missed.len() && missed[mi].0 <= i {
+                if missed[mi].0 == i {
+                    m = Some(missed[mi].1);
+                }
+                mi += 1;
             }
-            mi += 1;
-        }
-        if !r.selected(i) {
-            continue;
-        }
-        r.event(i, m, &mut out);
-        if out.len() >= (1 << 20) - 4096 {
-            w.write_all(&out)?;
-            out.clear();
+            if r.selected(i) {
+                r.event(i, m, out);
+            }
         }
     }
-    w.write_all(&out)?;
-    w.flush()
+    fn merge(_: &mut (), _: &()) {}
+    fn parallel(&self) -> bool {
+        false
+    }
+}
+
+/// Write the selected events of `trace` as `trace-cmd report` does (formatted, or raw with
+/// `opts.raw`), header first (the text views' one output path, [`crate::lines::write`]).
+pub fn dump<W: Write>(trace: &Trace, opts: ReportOptions, w: &mut W) -> std::io::Result<()> {
+    let r = Report::new(trace, opts)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut head = Vec::new();
+    r.header(&mut head);
+    let view = InOrder(std::sync::Mutex::new(r));
+    crate::lines::write(&view, trace.events.len(), &head, w)
 }
