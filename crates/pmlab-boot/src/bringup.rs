@@ -42,6 +42,12 @@ pub struct BringUp {
     pub span_ns: u64,
     /// The kernel log's bring-up ("Bringing up" to "Brought up"), ns.
     pub log_span_ns: Option<u64>,
+    /// Of the log's bring-up, the time before the first step (taking the CPU hotplug lock:
+    /// an RCU grace period) and after the last CPU was online, ns. The guest traces with the
+    /// log's clock, so lead + span + tail is the log's bring-up.
+    pub log_lead_ns: Option<i64>,
+    /// See [`BringUp::log_lead_ns`].
+    pub log_tail_ns: Option<i64>,
     /// Time from the kernel's start to running init (the kernel log's "Run /init"), ns.
     pub init_ns: Option<u64>,
     /// Per secondary CPU: its bring-up (first step to its last), ns.
@@ -142,6 +148,8 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
             source: Source::KernelLog,
             span_ns,
             log_span_ns,
+            log_lead_ns: None,
+            log_tail_ns: None,
             init_ns,
             per_cpu: Vec::new(),
             reached_online: Vec::new(),
@@ -221,9 +229,6 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
             }
             first = first.min(s.start_ns);
             last = last.max(s.end_ns());
-            if Some(s.state) == online_state && s.ret == 0 && s.complete {
-                reached.push(cpu);
-            }
             let t = totals.entry(s.state).or_default();
             t.0 += 1;
             t.1 += s.exclusive_ns;
@@ -235,6 +240,18 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
             per.insert(cpu, (first, last));
         }
     }
+    // A CPU is up when the kernel says so: a `cpuhp_exit` leaving it in the `online` state
+    // (which has no callback of its own, so no step is named after it).
+    if let (Some(online_state), Some(id)) = (online_state, trace.event_id("cpuhp", "cpuhp_exit")) {
+        if let (Some(fc), Some(fs)) = (trace.field(id, "cpu"), trace.field(id, "state")) {
+            trace.events.for_each_of(id, |i| {
+                if trace.i64_at(i, fs) == i64::from(online_state) {
+                    reached.push(trace.u64_at(i, fc) as u32);
+                }
+            });
+        }
+    }
+    reached.retain(|c| *c != 0);
     reached.sort_unstable();
     reached.dedup();
     let start = per.values().map(|p| p.0).min().unwrap_or(0);
@@ -271,6 +288,8 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
         source: Source::Trace,
         span_ns,
         log_span_ns,
+        log_lead_ns: l0.map(|t| start as i64 - (t * 1e9).round() as i64),
+        log_tail_ns: l1.map(|t| (t * 1e9).round() as i64 - end as i64),
         init_ns,
         per_cpu: per.into_iter().map(|(c, (a, b))| (c, b - a)).collect(),
         reached_online: reached,

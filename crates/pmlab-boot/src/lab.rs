@@ -189,8 +189,33 @@ impl BootLab for pmlab_lab::lab::Lab {
     }
 }
 
+/// The session work directories' prefix in the temp directory: `pmlab-boot-PID-…`.
+pub const WORK_PREFIX: &str = "pmlab-boot-";
+
+/// Remove the work directories of pmlab processes that died without removing theirs
+/// (SIGKILL); their QEMU died with them (PR_SET_PDEATHSIG).
+pub fn sweep_stale_work() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(WORK_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// See [`BootLab::prepare_boot`].
 pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
+    sweep_stale_work();
     if opts.configs.is_empty() {
         return Err(BootError::Invalid("no configuration to boot".into()));
     }
@@ -223,7 +248,7 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
     let qemu = Qemu::find(arch, opts.qemu.as_deref())?;
     let busybox = guest::busybox(arch, opts.busybox.as_deref())?;
     let work = tempfile::Builder::new()
-        .prefix("pmlab-boot-")
+        .prefix(&format!("{WORK_PREFIX}{}-", std::process::id()))
         .tempdir()
         .map_err(|source| BootError::Io {
             path: std::env::temp_dir(),
@@ -429,6 +454,14 @@ impl BootExecutor {
                 Direction::Lower,
             ));
         }
+        for (name, v) in [
+            ("boot.log_lead_ms", b.log_lead_ns),
+            ("boot.log_tail_ms", b.log_tail_ns),
+        ] {
+            if let Some(v) = v {
+                side.push(Metric::new(name, v as f64 / 1e6, "ms", Direction::Lower));
+            }
+        }
         if let Some(i) = b.init_ns {
             side.push(Metric::new("boot.init_ms", ms(i), "ms", Direction::Lower));
         }
@@ -443,6 +476,12 @@ impl BootExecutor {
                 "boot.steps_covered_pct",
                 100.0 * b.coverage(),
                 "%",
+                Direction::Higher,
+            ));
+            side.push(Metric::new(
+                "boot.secondaries_online",
+                b.reached_online.len() as f64,
+                "CPUs",
                 Direction::Higher,
             ));
             side.push(Metric::new(
