@@ -215,7 +215,6 @@ pub fn sweep_stale_work() {
 
 /// See [`BootLab::prepare_boot`].
 pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
-    sweep_stale_work();
     if opts.configs.is_empty() {
         return Err(BootError::Invalid("no configuration to boot".into()));
     }
@@ -256,6 +255,22 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
         })?;
     let initrd = work.path().join("initramfs.cpio");
     guest::write_initramfs(&busybox, &initrd)?;
+    // The vCPU limit of the machine asked for (or the default one, the same for both
+    // accelerators) is checked before any probe boot.
+    let max = qemu.max_cpus(
+        opts.machine
+            .as_deref()
+            .unwrap_or(qemu::defaults(arch, Accel::Tcg).0),
+    )?;
+    if let Some(v) = opts.vcpus.iter().find(|&&v| v > max) {
+        return Err(BootError::Invalid(format!(
+            "{v} vCPUs is over QEMU's limit for machine `{}` ({max}); choose another \
+             machine (--machine) or fewer vCPUs",
+            opts.machine
+                .as_deref()
+                .unwrap_or(qemu::defaults(arch, Accel::Tcg).0)
+        )));
+    }
     let (accel, accel_reason) = match opts.accel {
         Some(a) => (a, "asked for".to_string()),
         None => choose_accel(&qemu, &kernels[0], &initrd, work.path()),
@@ -263,13 +278,6 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
     let (machine0, cpu0) = qemu::defaults(arch, accel);
     let machine = opts.machine.clone().unwrap_or_else(|| machine0.to_string());
     let cpu = opts.cpu.clone().unwrap_or_else(|| cpu0.to_string());
-    let max = qemu.max_cpus(&machine)?;
-    if let Some(v) = opts.vcpus.iter().find(|&&v| v > max) {
-        return Err(BootError::Invalid(format!(
-            "{v} vCPUs is over QEMU's limit for machine `{machine}` ({max}); choose another \
-             machine (--machine) or fewer vCPUs"
-        )));
-    }
     let accel_options = opts.accel_options.clone().unwrap_or_else(|| match accel {
         Accel::Tcg => "thread=multi".into(),
         Accel::Kvm => String::new(),
