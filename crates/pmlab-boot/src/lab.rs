@@ -122,6 +122,22 @@ pub fn default_kernel(arch: GuestArch) -> Result<PathBuf, BootError> {
     })
 }
 
+/// The default guest this machine can boot, or why none: QEMU for x86_64 in PATH, a static
+/// busybox, and set-up's guest kernel (what `pmlab study` checks before its boot stage).
+pub fn available_guest() -> Result<PathBuf, BootError> {
+    let name = qemu::binary_name(GuestArch::X86_64);
+    let in_path = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(name).is_file()));
+    if !in_path {
+        return Err(BootError::Missing {
+            what: format!("QEMU ({name})"),
+            hint: "apt-get install qemu-system-x86 (scripts/setup.sh installs it)".into(),
+        });
+    }
+    guest::busybox(GuestArch::X86_64, None)?;
+    default_kernel(GuestArch::X86_64)
+}
+
 /// Labels from what varies: the command line when only it differs, the kernel's release
 /// (or file name) when only the kernel does, both otherwise; given labels are kept.
 pub fn labels(configs: &[GuestConfig], kernels: &[KernelImage]) -> Vec<String> {
