@@ -291,17 +291,17 @@ impl Model for Teo {
         let mut idx: Option<usize> = (!s[0].disabled).then_some(0);
         let (mut idx0, mut constraint_idx) = (0usize, 0usize);
         let (mut isum, mut hsum, mut idx_isum, mut idx_hsum) = (0u32, 0u32, 0u32, 0u32);
-        for i in 1..s.len() {
+        for (i, st) in s.iter().enumerate().skip(1) {
             isum = isum.wrapping_add(self.bins[i - 1].0);
             hsum = hsum.wrapping_add(self.bins[i - 1].1);
-            if s[i].disabled {
+            if st.disabled {
                 continue;
             }
             if idx.is_none() {
                 idx0 = i;
             }
             idx = Some(i);
-            if s[i].exit_latency.0 <= c.latency_req {
+            if st.exit_latency.0 <= c.latency_req {
                 constraint_idx = i;
             }
             idx_isum = isum;

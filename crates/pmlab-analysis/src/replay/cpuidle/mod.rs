@@ -552,6 +552,17 @@ pub fn replay(
             None
         }
     };
+    if causes
+        .as_ref()
+        .is_some_and(|c| c.values().all(|w| *w == Wake::Unknown))
+    {
+        notes.push(
+            "no wake source in the trace (record irq, irq_vectors and timer events): every idle \
+             period is taken to end at its next timer, which makes the sleep length exact: the \
+             replay knows more than a governor does"
+                .into(),
+        );
+    }
     let all = sleeps(&p, causes.as_ref(), recorded);
     let same_table = table.states.len() == recorded.states.len()
         && table
@@ -780,7 +791,7 @@ pub fn replay(
         .map(|(k, (n, same, other))| {
             let mut instead: Vec<(String, u64)> =
                 other.into_iter().map(|(i, c)| (names(i), c)).collect();
-            instead.sort_by(|a, b| b.1.cmp(&a.1));
+            instead.sort_by_key(|x| std::cmp::Reverse(x.1));
             Agreement {
                 state: k,
                 name: names(k as usize),
