@@ -144,6 +144,15 @@ pub struct Args {
         requires = "governor"
     )]
     disable: Vec<String>,
+    /// Where the trace shows no wake source (no irq, IPI or timer events): take each idle
+    /// period to end at its next timer (timer), or the governor to know no timer (no-timer).
+    #[arg(
+        long,
+        value_name = "HOW",
+        default_value = "timer",
+        requires = "governor"
+    )]
+    unknown_wakes: String,
     #[command(flatten)]
     out: super::FormatArgs,
 }
@@ -267,6 +276,8 @@ fn run_governor(args: Args) -> anyhow::Result<()> {
     let governor: cpuidle::Governor = args.governor.as_deref().unwrap_or_default().parse()?;
     let kernel: cpuidle::KernelVersion = args.kernel.parse()?;
     let tick: cpuidle::TickMode = args.tick.parse().map_err(anyhow::Error::msg)?;
+    let unknown_wakes: cpuidle::UnknownWakes =
+        args.unknown_wakes.parse().map_err(anyhow::Error::msg)?;
     if args.hz == 0 || args.hz > 10_000 {
         bail!(
             "--hz {}: expected CONFIG_HZ, e.g. 100, 250, 300 or 1000",
@@ -326,6 +337,7 @@ fn run_governor(args: Args) -> anyhow::Result<()> {
         tick,
         tick_ns: 1_000_000_000 / args.hz,
         haltpoll,
+        unknown_wakes,
     };
     let report = cpuidle::replay(&trace, &opts, &cfg, &table, &recorded)?;
     print!(

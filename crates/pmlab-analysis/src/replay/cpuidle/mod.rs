@@ -173,6 +173,31 @@ pub struct GovConfig {
     pub tick_ns: u64,
     /// The haltpoll governor's parameters.
     pub haltpoll: HaltpollParams,
+    /// What an idle period whose wake source the trace does not show is taken to be.
+    pub unknown_wakes: UnknownWakes,
+}
+
+/// What a wake the trace shows no source for is taken to be (traces without irq, IPI and
+/// timer events): it decides the time till the next timer the governor is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownWakes {
+    /// A timer: the next timer is the period's end (the governor knows the future exactly).
+    #[default]
+    Timer,
+    /// Not a timer, and no timer known: the governor has only its history.
+    NoTimer,
+}
+
+impl std::str::FromStr for UnknownWakes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<UnknownWakes, String> {
+        match s.trim() {
+            "timer" => Ok(UnknownWakes::Timer),
+            "no-timer" => Ok(UnknownWakes::NoTimer),
+            _ => Err(format!("--unknown-wakes {s:?}: expected timer or no-timer")),
+        }
+    }
 }
 
 impl Default for GovConfig {
@@ -184,6 +209,7 @@ impl Default for GovConfig {
             tick: TickMode::Idle,
             tick_ns: 4_000_000,
             haltpoll: HaltpollParams::default(),
+            unknown_wakes: UnknownWakes::Timer,
         }
     }
 }
@@ -377,6 +403,7 @@ fn sleeps(
     p: &Periods,
     causes: Option<&HashMap<(u32, u64), Wake>>,
     rec: &StateTable,
+    unknown: UnknownWakes,
 ) -> BTreeMap<u32, Vec<Sleep>> {
     // A poll that timed out and the state entered right after it are one stretch of idle.
     const JOIN_NS: u64 = 5_000;
@@ -411,17 +438,19 @@ fn sleeps(
             prev = Some((q.state, q.end));
         }
         // The time till the next timer: the period's own length when a timer ended it
-        // (or, with no wake sources in the trace, assumed to); else the end of the CPU's next
-        // period a timer ended.
+        // (or, with no wake source seen, when `unknown` says to assume one did); else the end
+        // of the CPU's next period a timer ended.
         let mut next_timer = KTIME_MAX;
         for s in v.iter_mut().rev() {
             let end = s.start + s.len;
             s.sleep_length = match s.wake {
-                Wake::Timer | Wake::Unknown => s.len,
+                Wake::Timer => s.len,
+                Wake::Unknown if unknown == UnknownWakes::Timer => s.len,
                 Wake::Tick | Wake::Other if next_timer != KTIME_MAX => next_timer - s.start,
                 _ => KTIME_MAX,
             };
-            if matches!(s.wake, Wake::Timer | Wake::Unknown) {
+            if s.wake == Wake::Timer || (s.wake == Wake::Unknown && unknown == UnknownWakes::Timer)
+            {
                 next_timer = end;
             }
         }
@@ -557,13 +586,23 @@ pub fn replay(
         .is_some_and(|c| c.values().all(|w| *w == Wake::Unknown))
     {
         notes.push(
-            "no wake source in the trace (record irq, irq_vectors and timer events): every idle \
-             period is taken to end at its next timer, which makes the sleep length exact: the \
-             replay knows more than a governor does"
-                .into(),
+            match cfg.unknown_wakes {
+                UnknownWakes::Timer => {
+                    "no wake source in the trace (record irq, irq_vectors and timer \
+                 events): every idle period is taken to end at its next timer, which makes the \
+                 sleep length exact: the replay knows more than a governor does \
+                 (--unknown-wakes no-timer for the other bound)"
+                }
+                UnknownWakes::NoTimer => {
+                    "no wake source in the trace (record irq, irq_vectors and \
+                 timer events): no timer is known to the governor, which has only its history \
+                 (--unknown-wakes timer for the other bound)"
+                }
+            }
+            .into(),
         );
     }
-    let all = sleeps(&p, causes.as_ref(), recorded);
+    let all = sleeps(&p, causes.as_ref(), recorded, cfg.unknown_wakes);
     let same_table = table.states.len() == recorded.states.len()
         && table
             .states
