@@ -471,3 +471,91 @@ fn whatif_governor_refuses_bad_input_naming_the_fix() {
             .stderr(predicate::str::contains(msg));
     }
 }
+
+it_test!(whatif_governor_live_replay_matches_the_kernels_counters);
+/// On this machine: record `idle` under menu, replay it under ladder, run `idle` under ladder
+/// and compare per-state use and time shares with the kernel's counters on CPU 0 (the
+/// governors set only through `pmlab run --set`, restored after each run). The fixture tests
+/// above cover the replay where this cannot run; bench/whatif-governors covers every pair and
+/// workload.
+fn whatif_governor_live_replay_matches_the_kernels_counters() {
+    if !crate::util::is_root() {
+        skip!("needs root (to switch the cpuidle governor)");
+    }
+    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+        .unwrap_or_default();
+    if !avail.contains("menu") || !avail.contains("ladder") {
+        skip!("needs the menu and ladder cpuidle governors");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("idle-menu.dat");
+    pmlab()
+        .args(["record", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args([
+            "run",
+            "--set",
+            "cpuidle.governor=menu",
+            "idle",
+            "--duration",
+            "2s",
+        ])
+        .assert()
+        .success();
+    let out = pmlab()
+        .args(["whatif", "--governor", "ladder", "--cpus", "0", "--json"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("power:cpu_idle"), "{e}");
+        skip!("CPU 0 never idled during the recording (a busy machine): nothing to replay");
+    }
+    let pred: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let meas: serde_json::Value = serde_json::from_slice(
+        &pmlab()
+            .args(["run", "--set", "cpuidle.governor=ladder", "--json", "idle"])
+            .args(["--duration", "2s"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let side = meas["side_metrics"].as_array().unwrap();
+    let counter = |state: &str, what: &str| -> f64 {
+        let key: String = state
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        side.iter()
+            .find(|m| m["name"] == format!("idle.{key}.{what}") && m["cpu"] == 0)
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or(0.0)
+    };
+    let rows = pred["states"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let uses: Vec<f64> = names.iter().map(|n| counter(n, "usage")).collect();
+    let times: Vec<f64> = names.iter().map(|n| counter(n, "time_ms")).collect();
+    let (tu, tt) = (uses.iter().sum::<f64>(), times.iter().sum::<f64>());
+    if tu == 0.0 {
+        skip!("CPU 0 never idled during the run under ladder (a busy machine)");
+    }
+    for (k, r) in rows.iter().enumerate() {
+        let pu = 100.0 * r["replayed"]["entries_share"].as_f64().unwrap();
+        let pt = 100.0 * r["replayed"]["time_share"].as_f64().unwrap();
+        let (mu, mt) = (100.0 * uses[k] / tu, 100.0 * times[k] / tt.max(1e-9));
+        eprintln!(
+            "{}: use {pu:.1}% predicted, {mu:.1}% kernel; time {pt:.1}% predicted, {mt:.1}% kernel",
+            names[k]
+        );
+        assert!(
+            (pu - mu).abs() <= 10.0 && (pt - mt).abs() <= 10.0,
+            "{}",
+            names[k]
+        );
+    }
+}
