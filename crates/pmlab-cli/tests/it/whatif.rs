@@ -559,3 +559,41 @@ fn whatif_governor_live_replay_matches_the_kernels_counters() {
         );
     }
 }
+
+it_test!(whatif_governor_haltpoll_reproduces_the_recorded_haltpoll_choices);
+/// The 200 µs haltpoll fixture (recorded under the haltpoll governor, POLL + halt states)
+/// replayed under the haltpoll model with the recording's parameters: the recorded state is
+/// chosen again on nearly every idle period of CPU 0 (the CPU with cpu_idle events), and the
+/// time shares match.
+fn whatif_governor_haltpoll_reproduces_the_recorded_haltpoll_choices() {
+    let t = pmlab_kernel::sysinfo::fake::FakeTree::haltpoll_guest(true);
+    let v = governor_json(
+        &[
+            "--governor",
+            "haltpoll",
+            "--values",
+            "200us",
+            "--haltpoll-params",
+            "2,2,50us,Y",
+            "--root",
+            t.path().to_str().unwrap(),
+            "--cpus",
+            "0",
+        ],
+        &fixtures().join("haltpoll_pipe_200us.dat"),
+    );
+    let share = v["agreement_share"].as_f64().unwrap();
+    eprintln!(
+        "haltpoll over the 200 µs fixture: agreement {:.2}%",
+        share * 100.0
+    );
+    assert!(share >= 0.99, "{share}");
+    for r in v["states"].as_array().unwrap() {
+        let (a, b) = (
+            r["recorded"]["time_share"].as_f64().unwrap(),
+            r["replayed"]["time_share"].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 0.02, "{}: {a} {b}", r["name"]);
+    }
+    assert!(v["poll_timeouts"].as_u64().unwrap() > 0);
+}
