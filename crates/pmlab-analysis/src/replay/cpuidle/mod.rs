@@ -602,7 +602,29 @@ pub fn replay(
             .into(),
         );
     }
-    let all = sleeps(&p, causes.as_ref(), recorded, cfg.unknown_wakes);
+    let mut all = sleeps(&p, causes.as_ref(), recorded, cfg.unknown_wakes);
+    // CPUs without cpu_idle have no recorded states to stand beside: replayed only when named.
+    let fallback: Vec<u32> = p
+        .source
+        .iter()
+        .filter(|(_, s)| **s == Source::IdleTask)
+        .map(|(c, _)| *c)
+        .collect();
+    if !fallback.is_empty() {
+        let list = pmlab_kernel::cpulist::format_cpu_list(&fallback);
+        if opts.cpus.is_some() {
+            notes.push(format!(
+                "CPU {list}: no cpu_idle events; their idle-task periods are replayed, but the \
+                 recorded columns and the agreement leave them out"
+            ));
+        } else {
+            all.retain(|c, _| !fallback.contains(c));
+            notes.push(format!(
+                "CPU {list}: no cpu_idle events (no recorded states to compare): left out; \
+                 name them with --cpus to replay their idle-task periods"
+            ));
+        }
+    }
     let same_table = table.states.len() == recorded.states.len()
         && table
             .states
@@ -791,19 +813,6 @@ pub fn replay(
             None
         },
     );
-    let fallback: Vec<u32> = p
-        .source
-        .iter()
-        .filter(|(_, s)| **s == Source::IdleTask)
-        .map(|(c, _)| *c)
-        .collect();
-    if !fallback.is_empty() {
-        notes.push(format!(
-            "CPU {}: no cpu_idle events; their idle-task periods are replayed, but the recorded \
-             columns and the agreement leave them out",
-            pmlab_kernel::cpulist::format_cpu_list(&fallback)
-        ));
-    }
     if slower > 0 {
         notes.push(format!(
             "{slower} wakeups would have paid more exit latency than recorded ({:.1} µs in all, \
