@@ -13,6 +13,7 @@ mod util;
 
 mod analyze;
 mod bundle;
+mod docs;
 mod dump;
 mod energy;
 mod fleet;
@@ -24,6 +25,7 @@ mod knob;
 mod lab;
 mod layering;
 mod lineup;
+mod manual;
 mod needless;
 mod observer;
 mod perfetto;
