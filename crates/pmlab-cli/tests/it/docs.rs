@@ -78,8 +78,9 @@ fn blocks(name: &str, text: &str) -> Vec<Block> {
     out
 }
 
-/// The shape of text: each number (digits, `.` or `,` between digits, a unit glued on) becomes `#`, runs of one punctuation or drawing
-/// character become one, whitespace runs one space.
+/// The shape of text: each number (digits, `.` or `,` between digits, a unit glued on)
+/// becomes `#`, runs of one punctuation or drawing character become one, whitespace runs one
+/// space.
 fn shape_text(s: &str) -> String {
     let mut out = String::new();
     let chars: Vec<char> = s.trim().chars().collect();
