@@ -24,7 +24,7 @@ struct Step {
 #[derive(Debug)]
 struct Block {
     at: String,
-    needs: Vec<String>,
+    needs: Vec<Need>,
     steps: Vec<Step>,
 }
 
@@ -32,7 +32,7 @@ struct Block {
 /// line right before a block lists what it needs; a command line ending in `\` goes on.
 fn blocks(name: &str, text: &str) -> Vec<Block> {
     let mut out = Vec::new();
-    let mut needs: Vec<String> = Vec::new();
+    let mut needs: Vec<Need> = Vec::new();
     let mut cur: Option<Block> = None;
     let mut continued = false;
     for (i, line) in text.lines().enumerate() {
@@ -69,7 +69,13 @@ fn blocks(name: &str, text: &str) -> Vec<Block> {
             .strip_prefix("<!-- needs:")
             .and_then(|r| r.strip_suffix("-->"))
         {
-            needs = rest.split_whitespace().map(str::to_string).collect();
+            needs = rest
+                .split_whitespace()
+                .map(|n| {
+                    n.parse()
+                        .unwrap_or_else(|e| panic!("{name}:{}: {e}", i + 1))
+                })
+                .collect();
         } else {
             needs.clear();
         }
@@ -154,38 +160,74 @@ fn misfit(shown: &[String], real: &str) -> Option<String> {
     None
 }
 
-/// Why this machine cannot run a block that needs `need`, or `None` when it can. An unknown
-/// need fails the test: a typo must not turn into a skip.
-fn missing(need: &str) -> Option<String> {
-    let ok = match need.split_once('=') {
-        None => match need {
-            "root" => is_root(),
-            "haltpoll" => cpuidle_driver() == "haltpoll",
-            "hotplug" => Path::new("/sys/devices/system/cpu/cpu1/online").exists(),
-            "python" => Command::new("python3")
-                .args(["-c", "import pmlab"])
+/// What a block needs of the machine, as `<!-- needs: ... -->` names it.
+#[derive(Debug, PartialEq)]
+enum Need {
+    /// `root`
+    Root,
+    /// `haltpoll`: the haltpoll cpuidle driver.
+    Haltpoll,
+    /// `hotplug`: a hot-pluggable cpu1.
+    Hotplug,
+    /// `python`: the Python package installed.
+    Python,
+    /// `man`: man-db.
+    Man,
+    /// `cpus=N`: at least N CPUs online.
+    Cpus(usize),
+}
+
+impl std::str::FromStr for Need {
+    type Err = String;
+
+    /// An unknown name is an error: a typo must not turn into a skip.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "root" => Need::Root,
+            "haltpoll" => Need::Haltpoll,
+            "hotplug" => Need::Hotplug,
+            "python" => Need::Python,
+            "man" => Need::Man,
+            _ => match s.strip_prefix("cpus=").map(str::parse) {
+                Some(Ok(n)) => Need::Cpus(n),
+                _ => {
+                    return Err(format!(
+                        "unknown need `{s}` (root, haltpoll, hotplug, python, man, cpus=N)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+impl Need {
+    /// Why this machine cannot run a block that needs this, or `None` when it can.
+    fn missing(&self) -> Option<String> {
+        let runs = |prog: &str, args: &[&str]| {
+            Command::new(prog)
+                .args(args)
                 .output()
-                .is_ok_and(|o| o.status.success()),
-            "man" => Command::new("man")
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success()),
-            _ => panic!("unknown need `{need}` (root, haltpoll, hotplug, python, man, cpus=N)"),
-        },
-        Some(("cpus", n)) => online_cpus().len() >= n.parse::<usize>().expect("cpus=N"),
-        _ => panic!("unknown need `{need}`"),
-    };
-    (!ok).then(|| match need {
-        "root" => "needs root".to_string(),
-        "haltpoll" => format!(
-            "needs the haltpoll cpuidle driver (here: {})",
-            cpuidle_driver()
-        ),
-        "hotplug" => "needs a hot-pluggable cpu1".to_string(),
-        "python" => "needs the Python package (scripts/test.sh installs it)".to_string(),
-        "man" => "needs man-db (scripts/setup.sh installs it)".to_string(),
-        n => format!("needs {n}"),
-    })
+                .is_ok_and(|o| o.status.success())
+        };
+        match self {
+            Need::Root if !is_root() => Some("needs root".into()),
+            Need::Haltpoll if cpuidle_driver() != "haltpoll" => Some(format!(
+                "needs the haltpoll cpuidle driver (here: {})",
+                cpuidle_driver()
+            )),
+            Need::Hotplug if !Path::new("/sys/devices/system/cpu/cpu1/online").exists() => {
+                Some("needs a hot-pluggable cpu1".into())
+            }
+            Need::Python if !runs("python3", &["-c", "import pmlab"]) => {
+                Some("needs the Python package (scripts/test.sh installs it)".into())
+            }
+            Need::Man if !runs("man", &["--version"]) => {
+                Some("needs man-db (scripts/setup.sh installs it)".into())
+            }
+            Need::Cpus(n) if online_cpus().len() < *n => Some(format!("needs {n} CPUs online")),
+            _ => None,
+        }
+    }
 }
 
 /// A fresh directory for a block: `tests/fixtures` of the repository in it, `pmlab` on PATH.
@@ -210,7 +252,7 @@ fn run_examples(files: &[PathBuf]) -> usize {
         let name = f.strip_prefix(repo()).unwrap_or(f).display().to_string();
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{name}: {e}"));
         for b in blocks(&name, &text) {
-            if let Some(why) = b.needs.iter().find_map(|n| missing(n)) {
+            if let Some(why) = b.needs.iter().find_map(Need::missing) {
                 skip_part!("{}: {why}", b.at);
                 continue;
             }
@@ -320,7 +362,7 @@ fn doc_blocks_are_parsed_with_their_needs_and_continued_lines() {
     let md = "text\n<!-- needs: root cpus=2 -->\n```console\n$ a \\\n  b\nout 1\n...\n$ c\n```\n\n```console\n$ d\n```\n```sh\n$ e\n```\n";
     let b = blocks("x.md", md);
     assert_eq!(b.len(), 2);
-    assert_eq!(b[0].needs, ["root", "cpus=2"]);
+    assert_eq!(b[0].needs, [Need::Root, Need::Cpus(2)]);
     assert_eq!(b[0].at, "x.md:3");
     assert_eq!(
         b[0].steps,
@@ -372,7 +414,10 @@ fn output_shape_allows_other_numbers_but_not_other_words_or_columns() {
 it_test!(an_unknown_need_fails_instead_of_skipping);
 /// A misspelt need is an error, not a skip.
 fn an_unknown_need_fails_instead_of_skipping() {
-    let r = std::panic::catch_unwind(|| missing("hapltoll"));
-    assert!(r.is_err());
-    assert_eq!(missing("cpus=1"), None);
+    assert!("hapltoll".parse::<Need>().unwrap_err().contains("hapltoll"));
+    assert!("cpus=two".parse::<Need>().is_err());
+    assert_eq!("cpus=1".parse::<Need>(), Ok(Need::Cpus(1)));
+    assert_eq!(Need::Cpus(1).missing(), None);
+    let r = std::panic::catch_unwind(|| blocks("x.md", "<!-- needs: rot -->\n```console\n```\n"));
+    assert!(r.is_err(), "an unknown need in a document fails");
 }
