@@ -29,8 +29,9 @@ struct Block {
 }
 
 /// The console blocks of one markdown text (`name` for messages). A `<!-- needs: ... -->`
-/// line right before a block lists what it needs; a command line ending in `\` goes on.
-fn blocks(name: &str, text: &str) -> Vec<Block> {
+/// line right before a block lists what it needs; a command line ending in `\` goes on. An
+/// unknown need, output before a command and an open block are errors.
+fn blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
     let mut out = Vec::new();
     let mut needs: Vec<Need> = Vec::new();
     let mut cur: Option<Block> = None;
@@ -51,9 +52,12 @@ fn blocks(name: &str, text: &str) -> Vec<Block> {
                 });
                 continued = cmd.ends_with('\\');
             } else {
-                let s = b.steps.last_mut().unwrap_or_else(|| {
-                    panic!("{name}:{}: output before the first `$ ` line", i + 1)
-                });
+                let Some(s) = b.steps.last_mut() else {
+                    return Err(format!(
+                        "{name}:{}: output before the first `$ ` line",
+                        i + 1
+                    ));
+                };
                 s.shown.push(line.to_string());
             }
             continue;
@@ -71,17 +75,16 @@ fn blocks(name: &str, text: &str) -> Vec<Block> {
         {
             needs = rest
                 .split_whitespace()
-                .map(|n| {
-                    n.parse()
-                        .unwrap_or_else(|e| panic!("{name}:{}: {e}", i + 1))
-                })
-                .collect();
+                .map(|n| n.parse().map_err(|e| format!("{name}:{}: {e}", i + 1)))
+                .collect::<Result<_, _>>()?;
         } else {
             needs.clear();
         }
     }
-    assert!(cur.is_none(), "{name}: a console block is not closed");
-    out
+    if let Some(b) = cur {
+        return Err(format!("{}: a console block is not closed", b.at));
+    }
+    Ok(out)
 }
 
 /// The shape of text: each number (digits, `.` or `,` between digits, a unit glued on)
@@ -251,7 +254,7 @@ fn run_examples(files: &[PathBuf]) -> usize {
     for f in files {
         let name = f.strip_prefix(repo()).unwrap_or(f).display().to_string();
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{name}: {e}"));
-        for b in blocks(&name, &text) {
+        for b in blocks(&name, &text).unwrap_or_else(|e| panic!("{e}")) {
             if let Some(why) = b.needs.iter().find_map(Need::missing) {
                 skip_part!("{}: {why}", b.at);
                 continue;
@@ -304,7 +307,7 @@ it_test!(readme_examples_run_and_print_what_readme_shows);
 fn readme_examples_run_and_print_what_readme_shows() {
     let readme = repo().join("README.md");
     let text = std::fs::read_to_string(&readme).unwrap();
-    let n = blocks("README.md", &text).len();
+    let n = blocks("README.md", &text).unwrap().len();
     assert!(n >= 5, "README.md has {n} console examples");
     run_examples(&[readme]);
 }
@@ -360,7 +363,7 @@ it_test!(doc_blocks_are_parsed_with_their_needs_and_continued_lines);
 /// The parser: needs right before a fence, `\` continuations, output under its command.
 fn doc_blocks_are_parsed_with_their_needs_and_continued_lines() {
     let md = "text\n<!-- needs: root cpus=2 -->\n```console\n$ a \\\n  b\nout 1\n...\n$ c\n```\n\n```console\n$ d\n```\n```sh\n$ e\n```\n";
-    let b = blocks("x.md", md);
+    let b = blocks("x.md", md).unwrap();
     assert_eq!(b.len(), 2);
     assert_eq!(b[0].needs, [Need::Root, Need::Cpus(2)]);
     assert_eq!(b[0].at, "x.md:3");
@@ -412,12 +415,16 @@ fn output_shape_allows_other_numbers_but_not_other_words_or_columns() {
 }
 
 it_test!(an_unknown_need_fails_instead_of_skipping);
-/// A misspelt need is an error, not a skip.
+/// A misspelt need, output before a command and an open block are errors, not skips.
 fn an_unknown_need_fails_instead_of_skipping() {
     assert!("hapltoll".parse::<Need>().unwrap_err().contains("hapltoll"));
     assert!("cpus=two".parse::<Need>().is_err());
     assert_eq!("cpus=1".parse::<Need>(), Ok(Need::Cpus(1)));
     assert_eq!(Need::Cpus(1).missing(), None);
-    let r = std::panic::catch_unwind(|| blocks("x.md", "<!-- needs: rot -->\n```console\n```\n"));
-    assert!(r.is_err(), "an unknown need in a document fails");
+    let e = blocks("x.md", "<!-- needs: rot -->\n```console\n```\n").unwrap_err();
+    assert!(e.starts_with("x.md:1: unknown need `rot`"), "{e}");
+    let e = blocks("x.md", "```console\nout\n```\n").unwrap_err();
+    assert!(e.contains("x.md:2: output before"), "{e}");
+    let e = blocks("x.md", "```console\n$ ls\n").unwrap_err();
+    assert!(e.contains("x.md:1: a console block is not closed"), "{e}");
 }
