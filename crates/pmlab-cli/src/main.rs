@@ -58,6 +58,10 @@ enum Command {
     Whatif(cmd::whatif::Args),
     /// Results of many hosts and kernels: one report across their result bundles.
     Fleet(cmd::fleet::Args),
+    /// Shell completions (bash, zsh, fish, elvish, powershell), generated from this command line.
+    Completions(cmd::manual::CompletionsArgs),
+    /// Man pages: pmlab.1 on stdout, or one page per command written into a directory.
+    Man(cmd::manual::ManArgs),
 }
 
 impl Command {
@@ -90,6 +94,8 @@ impl Command {
                 | Command::Report(_)
                 | Command::Whatif(_)
                 | Command::Fleet(_)
+                | Command::Completions(_)
+                | Command::Man(_)
         )
     }
 }
@@ -133,6 +139,10 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Whatif(a) => cmd::whatif::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Completions(a) => {
+            cmd::manual::completions(a, <Cli as clap::CommandFactory>::command())
+        }
+        Command::Man(a) => cmd::manual::man(a, <Cli as clap::CommandFactory>::command()),
     };
     if let Err(e) = result {
         eprintln!("pmlab: error: {}", pmlab_kernel::error_chain(e.as_ref()));

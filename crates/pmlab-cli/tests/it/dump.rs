@@ -14,7 +14,7 @@ use crate::trace::{convert_v7, fixture_dats, has_trace_cmd, normalized};
 use crate::util::{is_root, pmlab, Cpu1Online};
 
 /// Line kinds (event names) where pmlab's line may differ from trace-cmd's. None today:
-/// every line of every file here is equal. A kind listed here must say why in README.
+/// every line of every file here is equal. A kind listed here must say why in docs/traces.md.
 const MAY_DIFFER: &[&str] = &[];
 
 /// The event name of a report line (`comm-pid [cpu] ts: NAME: ...`), or the whole line.
