@@ -424,7 +424,11 @@ fn bad_input_on_real_machines_is_refused_and_changes_nothing() {
             "intel_pstate.status=guided",
             "not one of the kernel's allowed values",
         ),
-        ("adl0", "rcu.expedited@package0=1", "unknown knob"),
+        (
+            "adl0",
+            "rcu.expedited@package0=1",
+            "one setting for the machine",
+        ),
         (
             "adl0",
             "aspm.policy=fast",

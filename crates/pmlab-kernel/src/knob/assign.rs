@@ -246,7 +246,10 @@ impl KnobId {
         }
         let (mut units, mut list) = (None, None);
         match cpus.map(str::trim) {
-            Some(c) if c.starts_with(|ch: char| ch.is_ascii_alphabetic()) => {
+            Some(c)
+                if c.starts_with("all")
+                    || UnitKind::ALL.iter().any(|k| c.starts_with(k.as_str())) =>
+            {
                 units = Some(Units::parse(c).ok_or_else(|| AssignmentError::Scope {
                     text: whole.into(),
                     scope: c.into(),
@@ -442,12 +445,8 @@ mod tests {
         ));
         assert!(matches!(e("cpu.online@=1"), AssignmentError::Cpus { .. }));
         assert!(matches!(e("x.y=a\nb"), AssignmentError::Multiline { .. }));
-        for bad in [
-            "x.y@socket1=1",
-            "x.y@package=1",
-            "x.y@die0.die1=1",
-            "x.y@all.die0=1",
-        ] {
+        assert!(matches!(e("x.y@socket1=1"), AssignmentError::Cpus { .. }));
+        for bad in ["x.y@package=1", "x.y@die0.die1=1", "x.y@all.die0=1"] {
             assert!(matches!(e(bad), AssignmentError::Scope { .. }), "{bad}");
         }
         let k: KnobId = "x.y@die0.package1-2".parse().unwrap();

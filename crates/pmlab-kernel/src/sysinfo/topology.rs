@@ -282,8 +282,8 @@ pub fn read_with_sources(root: &Root) -> Result<(Vec<CpuTopology>, Sources), Sys
     };
     let mut out = Vec::new();
     for cpu in all {
-        if !root.path(&format!("{CPU_DIR}/cpu{cpu}/topology")).is_dir() && !info.contains_key(&cpu)
-        {
+        // An offline CPU has no topology directory: it has no place to report.
+        if !root.path(&format!("{CPU_DIR}/cpu{cpu}/topology")).is_dir() {
             continue;
         }
         let from_info = info.get(&cpu).copied().unwrap_or((None, None));
