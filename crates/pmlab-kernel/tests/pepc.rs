@@ -53,7 +53,7 @@ fn snapshot(t: &EmulRoot) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Files that differ between two snapshots (ASPM's list file is compared by its setting:
+/// Files that differ between two snapshots, byte for byte up to the trailing newline (ASPM's list file is compared by its setting:
 /// the kernel takes back the bracketed word only, so that is what is restored).
 fn changed(a: &BTreeMap<PathBuf, Vec<u8>>, b: &BTreeMap<PathBuf, Vec<u8>>) -> Vec<String> {
     a.iter()
@@ -66,7 +66,9 @@ fn changed(a: &BTreeMap<PathBuf, Vec<u8>>, b: &BTreeMap<PathBuf, Vec<u8>>) -> Ve
                 };
                 sel(v) != sel(w)
             } else {
-                *v != w
+                // sysfs prints its own trailing newline whatever was written: a plain file
+                // written with the kernel's value has none, so the newline is not compared.
+                v.trim_ascii_end() != w.trim_ascii_end()
             }
         })
         .map(|(p, _)| p.display().to_string())
