@@ -370,6 +370,7 @@ fn sigkill_with_knobs_set_then_the_next_transaction_repairs() {
             !changed(&before, &snapshot(&t)).is_empty(),
             "{m}: the child wrote nothing"
         );
+        // SAFETY: kill(2) on the PID of our own child; no memory is involved.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         child.wait().unwrap();
         let txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
