@@ -18,6 +18,13 @@ pub struct Micros(pub f64);
 )]
 pub struct KHz(pub u64);
 
+impl KHz {
+    /// The frequency in MHz, rounded to the nearest (799,500 kHz is 800 MHz, not 799).
+    pub fn mhz(self) -> u64 {
+        (self.0 + 500) / 1000
+    }
+}
+
 impl From<Nanos> for Micros {
     fn from(n: Nanos) -> Self {
         Micros(n.0 as f64 / 1000.0)

@@ -413,3 +413,119 @@ fn pick<T>(quick: bool, a: T, b: T) -> T {
         b
     }
 }
+
+/// What the study would run on a machine, written down and run nowhere (`study --plan`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    /// The machine as the plan saw it: the facts that shape the battery.
+    pub machine: Vec<(String, String)>,
+    /// Each stage: its steps, or why it is skipped.
+    pub stages: Vec<DryStage>,
+}
+
+/// One stage of a [`DryRun`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DryStage {
+    /// The stage.
+    pub stage: Stage,
+    /// `None` when it runs; else why it is skipped.
+    pub skip: Option<String>,
+    /// Its steps, one line each (experiment, configurations, workloads, runs).
+    pub steps: Vec<String>,
+    /// Estimated wall time, seconds.
+    pub estimate_s: f64,
+    /// What was chosen and why.
+    pub notes: Vec<String>,
+}
+
+/// The battery for the machine under `root`, without running or writing anything.
+pub fn dry_run(root: &std::path::Path, quick: bool, only: &[Stage], seed: u64) -> DryRun {
+    let caps = Caps::detect(root);
+    let info = pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root));
+    let mut machine = caps.facts();
+    machine.push(("idle states".into(), info.cpuidle.state_names().join(" ")));
+    let freq = info.cpufreq.as_ref();
+    machine.push((
+        "cpufreq driver".into(),
+        freq.and_then(|c| c.driver.clone())
+            .unwrap_or_else(|| "none".into()),
+    ));
+    if let Some(mode) = freq.and_then(|c| {
+        c.intel_pstate
+            .as_ref()
+            .and_then(|i| i.status.clone())
+            .or_else(|| c.amd_pstate_status.clone())
+    }) {
+        machine.push(("pstate mode".into(), mode));
+    }
+    machine.push(("uncore domains".into(), info.power.uncore.len().to_string()));
+    let c = &info.layout.counts;
+    machine.push((
+        "topology".into(),
+        format!(
+            "{} CPUs, {} packages, {} dies, {} cores, {} threads per core",
+            c.cpus, c.packages, c.dies, c.cores, c.threads_per_core
+        ),
+    ));
+    let stages = Stage::ALL
+        .iter()
+        .copied()
+        .filter(|s| only.is_empty() || only.contains(s))
+        .map(|s| match plan(s, &caps, quick, seed) {
+            StagePlan::Skip(why) => DryStage {
+                stage: s,
+                skip: Some(why),
+                steps: Vec::new(),
+                estimate_s: 0.0,
+                notes: Vec::new(),
+            },
+            StagePlan::Run {
+                steps,
+                estimate,
+                notes,
+            } => DryStage {
+                stage: s,
+                skip: None,
+                steps: steps.iter().map(describe_step).collect(),
+                estimate_s: estimate.as_secs_f64(),
+                notes,
+            },
+        })
+        .collect();
+    DryRun { machine, stages }
+}
+
+fn describe_step(step: &Step) -> String {
+    match step {
+        Step::Experiment {
+            experiment,
+            budget,
+            trace,
+        } => format!(
+            "{}: configurations [{}] × workloads [{}], up to {} runs{}",
+            experiment.name,
+            experiment
+                .configurations
+                .iter()
+                .map(|c| c.describe())
+                .collect::<Vec<_>>()
+                .join("; "),
+            experiment
+                .workloads
+                .iter()
+                .map(|w| w.label.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+            budget.max_runs.map_or("?".into(), |n| n.to_string()),
+            if *trace { ", traced" } else { "" }
+        ),
+        Step::Hotplug(h) => format!(
+            "hotplug: CPUs {:?}, {} cycles, loads {:?}{}",
+            h.cpus,
+            h.cycles,
+            h.loads,
+            if h.trace { ", traced" } else { "" }
+        ),
+        Step::PredictPolling => "replay the wakeup trace under the haltpoll governor".into(),
+    }
+}

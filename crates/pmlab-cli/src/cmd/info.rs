@@ -15,7 +15,7 @@ use std::path::PathBuf;
   pmlab info --json | jq .capabilities     (JSON: the SystemInfo, plus `capabilities`)
   pmlab info --json | jq '.cpuidle.cpus[1].states[] | {name, usage}'
   pmlab info --format markdown   for an issue; csv: one section,item,value record per item
-  pmlab info --root /tmp/fake    read a fake /sys + /proc tree (for tests)
+  pmlab info --root /tmp/spr1    another machine's /sys + /proc tree (a snapshot)
 
 Nothing is written or mounted. Items only root can read are shown as \"needs root\".")]
 pub struct Args {
@@ -24,17 +24,24 @@ pub struct Args {
     /// List every hotplug state and sched feature, and idle states of all CPUs.
     #[arg(short, long)]
     verbose: bool,
-    /// Read this directory as the filesystem root (a fake sysfs/procfs tree).
+    /// Read this directory as the filesystem root (a snapshot of another machine's
+    /// /sys and /proc); nothing is written under it.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let root = match &args.root {
+/// The root a reading command's `--root DIR` names (`/` without it); refused when DIR is
+/// not a directory. Reading commands never write under it.
+pub fn reading_root(dir: Option<&std::path::Path>) -> Result<Root> {
+    Ok(match dir {
         Some(d) if !d.is_dir() => bail!("--root {}: not a directory", d.display()),
         Some(d) => Root::new(d),
         None => Root::system(),
-    };
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let root = reading_root(args.root.as_deref())?;
     let info = SystemInfo::read(&root);
     let caps = info.capabilities();
     print!(

@@ -11,16 +11,23 @@ Examples:
   pmlab knob list --all --json
   pmlab knob get haltpoll.guest_halt_poll_ns
   pmlab knob get pmqos.resume_latency_us@1 --json
+  pmlab knob list --root /tmp/spr1         another machine's snapshot (read only)
+  pmlab knob set uncore.max_freq@package1=2GHz cpuidle.C6.disable@all=1 epb@package0=power
   pmlab knob set haltpoll.guest_halt_poll_ns=150us cpuidle.POLL.disable@1=1
   pmlab knob set cpu.online@1=0 rcu.expedited=on
   pmlab knob set sysfs:/sys/kernel/rcu_expedited=1
   pmlab knob restore
 
-Names (NAME[@CPUS]=VALUE): cpu.online@N, cpuidle.governor, cpuidle.STATE.disable@CPUS
-(STATE is a name like POLL or stateK), pmqos.resume_latency_us@CPUS, cpufreq.governor,
-cpufreq.min_freq, cpufreq.max_freq, cpufreq.epp (per policy), sched.feature.NAME,
-rcu.expedited, MODULE.PARAM (/sys/module/MODULE/parameters/PARAM), sysfs:/sys/PATH.
-Values take units (200us, 0.2ms, 2.1GHz) and booleans (on/off, 1/0, Y/N).
+Names (NAME[@SCOPE]=VALUE): cpu.online@N, cpuidle.governor, cpuidle.STATE.disable@CPUS
+(STATE is a name like POLL or stateK), pmqos.resume_latency_us@CPUS, epb@CPUS, cpufreq.governor,
+cpufreq.min_freq, cpufreq.max_freq, cpufreq.epp (per policy), cpufreq.turbo, cpufreq.boost,
+intel_pstate.{no_turbo,min_perf_pct,max_perf_pct,status,hwp_dynamic_boost}, amd_pstate.status,
+uncore.min_freq, uncore.max_freq (per die), aspm.policy, sched.feature.NAME, rcu.expedited,
+MODULE.PARAM (/sys/module/MODULE/parameters/PARAM), sysfs:/sys/PATH.
+SCOPE: CPUs (0-3,5), all, or units: package1, die0 (of every package), package0.die1,
+module2, core3 (of every package), node0. Values take units (200us, 0.2ms, 2.1GHz, 50%),
+booleans (on/off, 1/0, Y/N) and special words (frequencies: min, max, base; EPB:
+performance, balance-performance, normal, balance-power, power). See docs/bare-metal.md.
 Journals live in $PMLAB_STATE_DIR (default /var/lib/pmlab/journal).";
 
 #[derive(clap::Args)]
@@ -40,16 +47,22 @@ enum Cmd {
         all: bool,
         #[arg(long)]
         json: bool,
+        /// Read this directory as the filesystem root (another machine's snapshot).
+        #[arg(long, value_name = "DIR")]
+        root: Option<std::path::PathBuf>,
     },
     /// Current value of knobs (NAME[@CPUS]).
     #[command(
         after_help = "Examples:\n  pmlab knob get rcu.expedited\n  pmlab knob get cpuidle.POLL.disable@0-1 --json"
     )]
     Get {
-        #[arg(required = true, value_name = "NAME[@CPUS]")]
+        #[arg(required = true, value_name = "NAME[@SCOPE]")]
         names: Vec<String>,
         #[arg(long)]
         json: bool,
+        /// Read this directory as the filesystem root (another machine's snapshot).
+        #[arg(long, value_name = "DIR")]
+        root: Option<std::path::PathBuf>,
     },
     /// Set knobs (all validated before any is written; journaled; `knob restore` undoes).
     #[command(
@@ -69,11 +82,14 @@ enum Cmd {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let root = Root::system();
     match args.cmd {
-        Cmd::List { all, json } => list(&root, all, json),
-        Cmd::Get { names, json } => get(&root, &names, json),
-        Cmd::Set { assignments } => set(&root, &assignments),
+        Cmd::List { all, json, root } => {
+            list(&super::info::reading_root(root.as_deref())?, all, json)
+        }
+        Cmd::Get { names, json, root } => {
+            get(&super::info::reading_root(root.as_deref())?, &names, json)
+        }
+        Cmd::Set { assignments } => set(&Root::system(), &assignments),
         Cmd::Restore { json } => restore(json),
     }
 }
@@ -86,10 +102,14 @@ fn list(root: &Root, all: bool, json: bool) -> anyhow::Result<()> {
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["knob", "value", "allowed", "writable"]);
+    t.set_header(["knob", "scope", "value", "allowed", "writable"]);
     for k in &knobs {
         t.add_row([
             k.name.clone(),
+            serde_json::to_value(k.scope)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
             k.value.clone(),
             k.allowed.clone(),
             if k.writable { "yes" } else { "no" }.to_string(),

@@ -13,6 +13,7 @@ Examples:
   pmlab study --quick                    # the short battery; report in ./pmlab-study-N/
   pmlab study                            # the full battery, under 10 minutes
   pmlab study --only idle,hotplug --out /tmp/report --db /tmp/pmlab.db
+  pmlab study --plan --root /tmp/spr1     # what it would run there; runs and writes nothing
 
 Stages: idle (baseline: residency, interrupts by kind per CPU), polling (sweep of the
 poll limit against pipe on two CPUs, wakeup and idle: knee and poll-time cost), governors
@@ -48,8 +49,13 @@ pub struct Args {
     pub quiet: bool,
     #[command(flatten)]
     pub meter: super::meter::MeterArgs,
-    /// Testing: read the machine under this root instead of `/`.
-    #[arg(long, hide = true, default_value = "/")]
+    /// Print what the study would run on this machine (or on the snapshot under --root)
+    /// and stop: nothing runs and nothing is written.
+    #[arg(long)]
+    pub plan: bool,
+    /// Read the machine under this root instead of `/` (with --plan: another machine's
+    /// /sys and /proc snapshot).
+    #[arg(long, default_value = "/", value_name = "DIR")]
     pub root: PathBuf,
     /// Testing: a simulated machine instead of the real workloads.
     #[arg(long, hide = true)]
@@ -124,6 +130,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|s| Stage::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     let seed = args.seed.unwrap_or_else(pmlab_lab::request::clock_seed);
+    if args.plan {
+        return print_plan(&args, &only, seed);
+    }
     let lab = Lab::at(Root::new(args.root.clone()), pmlab_lab::lab::GRACE)?;
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -180,6 +189,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "interrupted: the stages done so far are stored (study {}) and in the report; the machine is restored",
             rec.id
         );
+    }
+    Ok(())
+}
+
+/// `--plan`: the battery for the machine under --root, printed; nothing runs or is written.
+fn print_plan(args: &Args, only: &[study::Stage], seed: u64) -> anyhow::Result<()> {
+    // Refuses a --root that is not a directory, as every reading command does.
+    super::info::reading_root(Some(&args.root))?;
+    let dry = study::plan::dry_run(&args.root, args.quick, only, seed);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&dry)?);
+        return Ok(());
+    }
+    println!("machine ({}):", args.root.display());
+    for (k, v) in &dry.machine {
+        println!("  {k}: {v}");
+    }
+    let total: f64 = dry.stages.iter().map(|s| s.estimate_s).sum();
+    println!(
+        "stages ({}, about {:.0} s):",
+        if args.quick { "quick" } else { "full" },
+        total
+    );
+    for s in &dry.stages {
+        match &s.skip {
+            Some(why) => println!("  {}: skipped: {why}", s.stage.as_str()),
+            None => {
+                println!("  {} (about {:.0} s):", s.stage.as_str(), s.estimate_s);
+                for step in &s.steps {
+                    println!("    {step}");
+                }
+                for n in &s.notes {
+                    println!("    note: {n}");
+                }
+            }
+        }
     }
     Ok(())
 }

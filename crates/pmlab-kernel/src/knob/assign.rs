@@ -30,6 +30,14 @@ pub enum AssignmentError {
         #[source]
         source: CpuListError,
     },
+    /// The part after `@` names a unit pmlab does not know.
+    #[error("`{text}`: bad scope `@{scope}` (expected CPUs like 0-3, `all`, or units like package1, die0, package0.die1, module2, core3, node0)")]
+    Scope {
+        /// The text as given.
+        text: String,
+        /// The scope as given.
+        scope: String,
+    },
     /// A value with a line break: a kernel file takes one line.
     #[error("`{text}`: the value must be one line")]
     Multiline {
@@ -38,12 +46,96 @@ pub enum AssignmentError {
     },
 }
 
+/// A topology unit a scope can name (pepc's `--packages`, `--dies`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitKind {
+    /// A package (socket).
+    Package,
+    /// A die; die numbers count within a package, so `die0` is die 0 of every package.
+    Die,
+    /// A module (CPUs sharing an L2 cache) or cluster.
+    Module,
+    /// A core; core numbers count within a package, so `core3` is core 3 of every package.
+    Core,
+    /// A NUMA node.
+    Node,
+}
+
+impl UnitKind {
+    /// Every kind, in the order of the text form's words.
+    pub const ALL: [UnitKind; 5] = [
+        UnitKind::Package,
+        UnitKind::Die,
+        UnitKind::Module,
+        UnitKind::Core,
+        UnitKind::Node,
+    ];
+    /// The word (`package`, `die`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Package => "package",
+            UnitKind::Die => "die",
+            UnitKind::Module => "module",
+            UnitKind::Core => "core",
+            UnitKind::Node => "node",
+        }
+    }
+}
+
+/// Units a scope names: `package1.die0` is die 0 of package 1 (every part must hold).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Units {
+    /// `@all`: every CPU (or unit) the knob applies to, said explicitly.
+    All,
+    /// `@package1`, `@die0-1`, `@package0.die1`: the intersection of each kind's numbers.
+    Of(Vec<(UnitKind, Vec<u32>)>),
+}
+
+impl fmt::Display for Units {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Units::All => f.write_str("all"),
+            Units::Of(parts) => {
+                let words: Vec<String> = parts
+                    .iter()
+                    .map(|(k, ids)| format!("{}{}", k.as_str(), format_cpu_list(ids)))
+                    .collect();
+                f.write_str(&words.join("."))
+            }
+        }
+    }
+}
+
+impl Units {
+    fn parse(s: &str) -> Option<Units> {
+        if s == "all" {
+            return Some(Units::All);
+        }
+        let mut parts: Vec<(UnitKind, Vec<u32>)> = Vec::new();
+        for w in s.split('.') {
+            let kind = UnitKind::ALL
+                .into_iter()
+                .find(|k| w.starts_with(k.as_str()))?;
+            let ids = parse_cpu_list(&w[kind.as_str().len()..]).ok()?;
+            if ids.is_empty() || parts.iter().any(|(k, _)| *k == kind) {
+                return None;
+            }
+            parts.push((kind, ids));
+        }
+        parts.sort_by_key(|p| p.0);
+        (!parts.is_empty()).then_some(Units::Of(parts))
+    }
+}
+
 /// A knob: its name (`cpuidle.POLL.disable`, `rcu.expedited`, `sysfs:/sys/PATH`) and, for a
-/// per-CPU or per-policy knob, the CPUs it is limited to (`@1`, `@0-3`; none: all of them).
+/// per-CPU, per-policy or per-die knob, the CPUs (`@1`, `@0-3`) or units (`@package1`,
+/// `@die0`, `@all`) it is limited to (none: all of them).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KnobId {
     name: String,
     cpus: Option<Vec<u32>>,
+    units: Option<Units>,
 }
 
 impl KnobId {
@@ -59,12 +151,33 @@ impl KnobId {
                 && (name.starts_with("sysfs:") || !name.contains('@')),
             "not a knob name: {name:?}"
         );
-        KnobId { name, cpus: None }
+        KnobId {
+            name,
+            cpus: None,
+            units: None,
+        }
     }
 
     /// A name read from the machine, taken as it is.
     pub(super) fn of(name: String, cpus: Option<Vec<u32>>) -> KnobId {
-        KnobId { name, cpus }
+        KnobId {
+            name,
+            cpus,
+            units: None,
+        }
+    }
+
+    /// This knob limited to topology units (`@package1`, `@all`).
+    pub fn in_units(mut self, units: Units) -> KnobId {
+        self.cpus = None;
+        self.units = Some(units);
+        self
+    }
+
+    /// The units it is limited to (`@package1`, `@die0`, `@all`); `None` for a CPU list or
+    /// no scope.
+    pub fn units(&self) -> Option<&Units> {
+        self.units.as_ref()
     }
 
     /// This knob limited to `cpus` (sorted, without duplicates).
@@ -73,6 +186,7 @@ impl KnobId {
         c.sort_unstable();
         c.dedup();
         self.cpus = Some(c);
+        self.units = None;
         self
     }
 
@@ -130,16 +244,29 @@ impl KnobId {
         if name.is_empty() || name.contains('=') {
             return Err(AssignmentError::NoName { text: whole.into() });
         }
-        let cpus = match cpus {
-            Some(c) => Some(parse_cpu_list(c).map_err(|source| AssignmentError::Cpus {
-                text: whole.into(),
-                source,
-            })?),
-            None => None,
-        };
+        let (mut units, mut list) = (None, None);
+        match cpus.map(str::trim) {
+            Some(c)
+                if c.starts_with("all")
+                    || UnitKind::ALL.iter().any(|k| c.starts_with(k.as_str())) =>
+            {
+                units = Some(Units::parse(c).ok_or_else(|| AssignmentError::Scope {
+                    text: whole.into(),
+                    scope: c.into(),
+                })?);
+            }
+            Some(c) => {
+                list = Some(parse_cpu_list(c).map_err(|source| AssignmentError::Cpus {
+                    text: whole.into(),
+                    source,
+                })?)
+            }
+            None => {}
+        }
         Ok(KnobId {
             name: name.to_string(),
-            cpus,
+            cpus: list,
+            units,
         })
     }
 }
@@ -159,6 +286,9 @@ impl fmt::Display for KnobId {
         f.write_str(&self.name)?;
         if let Some(c) = &self.cpus {
             write!(f, "@{}", format_cpu_list(c))?;
+        }
+        if let Some(u) = &self.units {
+            write!(f, "@{u}")?;
         }
         Ok(())
     }
@@ -315,6 +445,14 @@ mod tests {
         ));
         assert!(matches!(e("cpu.online@=1"), AssignmentError::Cpus { .. }));
         assert!(matches!(e("x.y=a\nb"), AssignmentError::Multiline { .. }));
+        assert!(matches!(e("x.y@socket1=1"), AssignmentError::Cpus { .. }));
+        for bad in ["x.y@package=1", "x.y@die0.die1=1", "x.y@all.die0=1"] {
+            assert!(matches!(e(bad), AssignmentError::Scope { .. }), "{bad}");
+        }
+        let k: KnobId = "x.y@die0.package1-2".parse().unwrap();
+        assert_eq!(k.to_string(), "x.y@package1-2.die0");
+        assert_eq!(k.cpus(), None);
+        assert!(matches!(k.units(), Some(Units::Of(p)) if p.len() == 2));
         assert!(matches!(
             "a@1".parse::<KnobId>(),
             Ok(k) if k.name() == "a" && k.cpus() == Some(&[1][..])
@@ -336,6 +474,10 @@ mod tests {
             "pmqos.resume_latency_us@0=n/a",
             "sysfs:/sys/devices/system/cpu/cpu1/hotplug/fail=-1",
             "haltpoll.guest_halt_poll_ns=200us",
+            "uncore.max_freq@package1=2GHz",
+            "cpuidle.C6.disable@all=1",
+            "cpufreq.epp@package0.die1=power",
+            "cpu.online@core3=0",
         ] {
             let a: Assignment = t.parse().unwrap();
             assert_eq!(a.to_string(), t);

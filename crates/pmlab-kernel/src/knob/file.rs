@@ -4,11 +4,16 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-/// The raw value a knob file holds now: the trimmed content, or for a sched feature
-/// `NAME` / `NO_NAME`.
+/// The raw value a knob file holds now: the trimmed content; for a list file that marks
+/// its setting in brackets (`[default] performance`, PCIe ASPM's policy) the bracketed word,
+/// which is what the kernel takes back; for a sched feature `NAME` / `NO_NAME`.
 pub fn read_raw(path: &Path, feature: Option<&str>) -> io::Result<String> {
     let text = std::fs::read_to_string(path)?;
     match feature {
+        None if text.split_whitespace().nth(1).is_some() => {
+            Ok(crate::sysinfo::power::selected_word(&text)
+                .unwrap_or_else(|| text.trim().to_string()))
+        }
         None => Ok(text.trim().to_string()),
         Some(f) => feature_state(&text, f)
             .map(|on| if on { f.to_string() } else { format!("NO_{f}") })

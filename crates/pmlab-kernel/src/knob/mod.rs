@@ -15,7 +15,7 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use assign::{Assignment, AssignmentError, KnobId};
+pub use assign::{Assignment, AssignmentError, KnobId, UnitKind, Units};
 pub use resolve::Target;
 pub use signal::{has_live_journals, request_stop, restore_live_and_exit, stop_requested};
 pub use table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
@@ -241,6 +241,10 @@ pub fn read_target(t: &Target) -> Result<String, KnobError> {
     Ok(match &t.feature {
         Some(f) if raw == *f => "1".into(),
         Some(_) => "0".into(),
+        None if t.def.invert => match value::parse_bool(&raw) {
+            Some(b) => u8::from(!b).to_string(),
+            None => raw,
+        },
         None => raw,
     })
 }
@@ -270,12 +274,7 @@ pub fn read(root: &Root, knob: &KnobId) -> Result<String, KnobError> {
 
 /// A description of the allowed values of a target.
 pub fn allowed_text(root: &Root, t: &Target) -> String {
-    let fill = |p: &str| {
-        root.path(
-            &p.replace("{POLICY}", &t.policy.unwrap_or(0).to_string())
-                .replace("{CPU}", &t.cpu.unwrap_or(0).to_string()),
-        )
-    };
+    let fill = |p: &str| root.path(&resolve::fill_target(t, p));
     let read = |p: &str| std::fs::read_to_string(fill(p)).unwrap_or_default();
     let mut s = match (t.ty, t.def.allowed) {
         (Type::Bool, _) => "0|1".to_string(),
@@ -284,6 +283,7 @@ pub fn allowed_text(root: &Root, t: &Target) -> String {
             format!("{}..{} {}", read(a).trim(), read(b).trim(), t.unit)
         }
         (_, Allowed::ListFile(p)) => value::list_words(&read(p)).join("|"),
+        (_, Allowed::Words(w)) => w.join("|"),
         (_, Allowed::ListFileOrRange(p, a, b)) => {
             format!("{}|{a}..{b}", value::list_words(&read(p)).join("|"))
         }
@@ -291,7 +291,12 @@ pub fn allowed_text(root: &Root, t: &Target) -> String {
         (Type::Int, _) => format!("0.. {}", t.unit),
         _ => "text".into(),
     };
-    for w in t.def.words {
+    for w in t
+        .def
+        .words
+        .iter()
+        .chain(t.def.specials.iter().map(|(w, _)| w))
+    {
         s.push('|');
         s.push_str(w);
     }

@@ -2,11 +2,14 @@
 //! a value to the exact string to write: the generic engine over the table of `table.rs`.
 
 use super::file;
-use super::table::{Access, Allowed, KnobDef, Scope, Type, KNOBS};
+use super::table::{Access, Allowed, KnobDef, Scope, Special, Type, KNOBS};
 use super::value::{list_words, parse_bool, parse_int};
 use super::KnobError;
 use super::KnobId;
+use super::{UnitKind, Units};
 use crate::cpulist::format_cpu_list;
+use crate::sysinfo::power::{self, UncoreKind};
+use crate::sysinfo::topology;
 use crate::Root;
 use std::path::{Component, Path, PathBuf};
 
@@ -29,6 +32,152 @@ pub struct Target {
     pub policy: Option<u32>,
     /// The feature name of a `sched.feature.NAME` knob.
     pub feature: Option<String>,
+    /// `{DIR}` of a per-die knob: the uncore domain's directory (`package_00_die_01`).
+    pub dir: Option<String>,
+}
+
+/// The value of each unit kind for one CPU.
+fn unit_of(t: &topology::CpuTopology, kind: UnitKind) -> Option<u32> {
+    match kind {
+        UnitKind::Package => t.package,
+        UnitKind::Die => t.die,
+        UnitKind::Module => t.module,
+        UnitKind::Core => t.core,
+        UnitKind::Node => t.node,
+    }
+}
+
+/// The CPUs of units (`package1.die0`): each named unit must exist here.
+pub fn unit_cpus(root: &Root, parts: &[(UnitKind, Vec<u32>)]) -> Result<Vec<u32>, String> {
+    let topo = topology::read(root).map_err(|e| format!("cannot read the topology: {e}"))?;
+    for (kind, ids) in parts {
+        let mut have: Vec<u32> = topo.iter().filter_map(|t| unit_of(t, *kind)).collect();
+        have.sort_unstable();
+        have.dedup();
+        if let Some(missing) = ids.iter().find(|i| !have.contains(i)) {
+            return Err(format!(
+                "there is no {}{missing} here ({}s: {})",
+                kind.as_str(),
+                kind.as_str(),
+                if have.is_empty() {
+                    "none known".to_string()
+                } else {
+                    format_cpu_list(&have)
+                }
+            ));
+        }
+    }
+    let cpus: Vec<u32> = topo
+        .iter()
+        .filter(|t| {
+            parts
+                .iter()
+                .all(|(k, ids)| unit_of(t, *k).is_some_and(|v| ids.contains(&v)))
+        })
+        .map(|t| t.cpu)
+        .collect();
+    if cpus.is_empty() {
+        return Err(format!("no CPU is in {}", Units::Of(parts.to_vec())));
+    }
+    Ok(cpus)
+}
+
+/// The uncore domains a scope selects, as (directory, canonical scope text).
+fn uncore_domains(
+    root: &Root,
+    cpus: Option<&[u32]>,
+    units: Option<&Units>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut doms = power::uncore(root);
+    if doms.iter().any(|d| d.kind == UncoreKind::Tpmi) {
+        doms.retain(|d| d.kind == UncoreKind::Tpmi);
+    }
+    if doms.is_empty() {
+        return Err(format!(
+            "this machine has no uncore frequency domains ({} is absent: the \
+             intel_uncore_frequency driver is not loaded, or the CPU has no uncore control)",
+            power::UNCORE_DIR
+        ));
+    }
+    let pairs_of = |cpus: &[u32]| -> Vec<(Option<u32>, Option<u32>)> {
+        topology::read(root)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| cpus.contains(&t.cpu))
+            .map(|t| (t.package, t.die))
+            .collect()
+    };
+    let keep: Vec<&power::UncoreDomain> = match (cpus, units) {
+        (None, None) | (None, Some(Units::All)) => doms.iter().collect(),
+        (Some(c), _) => {
+            let pairs = pairs_of(c);
+            doms.iter()
+                .filter(|d| pairs.contains(&(d.package, d.die)))
+                .collect()
+        }
+        (None, Some(Units::Of(parts))) => {
+            let mut others = Vec::new();
+            let mut sel: Vec<&power::UncoreDomain> = doms.iter().collect();
+            for (kind, ids) in parts {
+                let field = |d: &power::UncoreDomain| match kind {
+                    UnitKind::Package => Some(d.package),
+                    UnitKind::Die => Some(d.die),
+                    _ => None,
+                };
+                if matches!(kind, UnitKind::Package | UnitKind::Die) {
+                    let mut have: Vec<u32> = doms.iter().filter_map(|d| field(d)?).collect();
+                    have.sort_unstable();
+                    have.dedup();
+                    if let Some(m) = ids.iter().find(|i| !have.contains(i)) {
+                        return Err(format!(
+                            "there is no {}{m} with an uncore domain here ({}s: {})",
+                            kind.as_str(),
+                            kind.as_str(),
+                            format_cpu_list(&have)
+                        ));
+                    }
+                    sel.retain(|d| field(d).flatten().is_some_and(|v| ids.contains(&v)));
+                } else {
+                    others.push((*kind, ids.clone()));
+                }
+            }
+            if !others.is_empty() {
+                let pairs = pairs_of(&unit_cpus(root, &others)?);
+                sel.retain(|d| pairs.contains(&(d.package, d.die)));
+            }
+            sel
+        }
+    };
+    if keep.is_empty() {
+        return Err("no uncore domain holds these CPUs".into());
+    }
+    Ok(keep
+        .into_iter()
+        .map(|d| {
+            let scope = match (d.package, d.die) {
+                (Some(p), Some(x)) => format!("package{p}.die{x}"),
+                _ => d.dir.clone(),
+            };
+            (d.dir.clone(), scope)
+        })
+        .collect())
+}
+
+/// Why a knob of the table has no file here: the platform or its driver lacks it.
+fn lacks(root: &Root, def: &KnobDef, file: &str) -> String {
+    let driver = std::fs::read_to_string(
+        root.path("/sys/devices/system/cpu/cpufreq/policy0/scaling_driver"),
+    )
+    .map(|s| s.trim().to_string())
+    .unwrap_or_else(|_| "none".into());
+    let why =
+        if file.contains("intel_pstate") || file.contains("amd_pstate") || file.contains("cpufreq")
+        {
+            format!(" (cpufreq driver here: {driver})")
+        } else {
+            String::new()
+        };
+    format!("this machine lacks `{}`: {file} is absent{why}", def.name)
 }
 
 /// Match a name against a pattern; captures of `{X}` in order.
@@ -264,6 +413,7 @@ fn resolve_sysfs(root: &Root, name: &str, path: &str) -> Result<Target, KnobErro
         cpu: None,
         policy: None,
         feature: None,
+        dir: None,
     })
 }
 
@@ -286,20 +436,73 @@ fn auto_type(name: &str, current: &str) -> (Type, String) {
 /// The kernel files of a knob (`NAME[@CPUS]`).
 pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
     let full_name = &id.to_string();
-    let bad = |reason: String| KnobError::Invalid {
-        assignment: full_name.clone(),
-        reason,
-    };
     if let Some(path) = id.sysfs_path() {
         return Ok(vec![resolve_sysfs(root, full_name, path)?]);
     }
     let name = id.name();
-    let asked: Option<Vec<u32>> = id.cpus().map(<[u32]>::to_vec);
-    let (def, caps) = KNOBS
+    let (first, _) = KNOBS
         .iter()
         .filter(|d| !d.name.starts_with("sysfs:"))
         .find_map(|d| match_pattern(d.name, name).map(|c| (d, c)))
         .ok_or_else(|| unknown(root, id))?;
+    // Entries of one name are alternatives: the first whose files exist here is the knob.
+    let alternatives: Vec<&'static KnobDef> =
+        KNOBS.iter().filter(|d| d.name == first.name).collect();
+    if alternatives.len() == 1 {
+        return resolve_def(root, id, first);
+    }
+    let mut missing = Vec::new();
+    for d in &alternatives {
+        match resolve_def(root, id, d) {
+            Ok(t) => return Ok(t),
+            Err(e) => missing.push((d.file, e)),
+        }
+    }
+    // An alternative whose file exists failed for another reason (a bad scope): say that.
+    if let Some(i) = missing.iter().position(|(f, _)| {
+        root.path(&fill(f, &[("POLICY".into(), "0".into())]))
+            .exists()
+    }) {
+        return Err(missing.swap_remove(i).1);
+    }
+    Err(KnobError::Invalid {
+        assignment: full_name.clone(),
+        reason: lacks(
+            root,
+            first,
+            &alternatives
+                .iter()
+                .map(|d| d.file.replace("{POLICY}", "N"))
+                .collect::<Vec<_>>()
+                .join(", nor "),
+        ),
+    })
+}
+
+/// The files of `id` under one table entry.
+fn resolve_def(root: &Root, id: &KnobId, def: &'static KnobDef) -> Result<Vec<Target>, KnobError> {
+    let full_name = &id.to_string();
+    let bad = |reason: String| KnobError::Invalid {
+        assignment: full_name.clone(),
+        reason,
+    };
+    let name = id.name();
+    let caps = match_pattern(def.name, name).unwrap_or_default();
+    let units = id.units();
+    let strict = id.cpus().is_some();
+    let asked: Option<Vec<u32>> = match (id.cpus(), units) {
+        (Some(c), _) => Some(c.to_vec()),
+        (None, Some(Units::Of(parts))) if !matches!(def.scope, Scope::Global | Scope::Die) => {
+            Some(unit_cpus(root, parts).map_err(bad)?)
+        }
+        (None, Some(Units::Of(_))) if def.scope == Scope::Global => {
+            return Err(bad(format!(
+                "`{name}` is one setting for the machine: it takes no @{}",
+                units.unwrap()
+            )))
+        }
+        _ => None,
+    };
     if def.access == Access::SchedFeature {
         ensure_debugfs(root);
     }
@@ -316,6 +519,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
             .iter()
             .find(|(k, _)| k == "FEATURE")
             .map(|(_, v)| v.clone()),
+        dir: None,
     };
     match def.scope {
         Scope::Global => {
@@ -332,6 +536,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                         "no sched features file ({}): debugfs is not mounted or not readable",
                         def.file
                     )),
+                    _ if !def.name.contains('{') => bad(lacks(root, def, def.file)),
                     _ => unknown(root, id),
                 });
             }
@@ -373,7 +578,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                 if let Some(state) = caps.iter_mut().find(|(k, _)| k == "STATE") {
                     match idle_state_dir(root, cpu, &state.1) {
                         Ok(dir) => state.1 = dir,
-                        Err(e) if asked.is_some() => return Err(bad(e)),
+                        Err(e) if strict => return Err(bad(e)),
                         Err(_) => continue,
                     }
                 }
@@ -381,7 +586,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                 let mut t = base(Some(cpu), None, fill(def.file, &caps));
                 t.knob = format!("{name}@{cpu}");
                 if !t.path.is_file() {
-                    if asked.is_none() {
+                    if !strict {
                         continue;
                     }
                     return Err(bad(match def.access {
@@ -404,6 +609,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                                 .unwrap_or_else(|| "no CPU has this idle state".into()),
                         )
                     }
+                    _ if !def.name.contains('{') => bad(lacks(root, def, def.file)),
                     _ => bad(format!("no CPU here has {}", def.file)),
                 });
             }
@@ -413,6 +619,7 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
             if pols.is_empty() {
                 return Err(bad("no cpufreq policies here (no cpufreq driver)".into()));
             }
+            let asked = asked.clone();
             for (p, pcpus) in &pols {
                 if let Some(a) = &asked {
                     if !pcpus.iter().any(|c| a.contains(c)) {
@@ -424,12 +631,15 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                 let mut t = base(None, Some(*p), fill(def.file, &caps));
                 t.knob = format!("{name}@{}", format_cpu_list(pcpus));
                 if !t.path.is_file() {
-                    if asked.is_none() {
+                    if !strict {
                         continue;
                     }
                     return Err(bad(format!("policy{p} has no {}", fill(def.file, &caps))));
                 }
                 targets.push(t);
+            }
+            if targets.is_empty() && !def.name.contains('{') && asked.is_none() {
+                return Err(bad(lacks(root, def, def.file)));
             }
             if targets.is_empty() {
                 return Err(bad(format!(
@@ -439,6 +649,19 @@ pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
                         .unwrap_or_default(),
                     def.file.rsplit('/').next().unwrap_or("")
                 )));
+            }
+        }
+        Scope::Die => {
+            for (dir, scope) in uncore_domains(root, id.cpus(), units).map_err(bad)? {
+                let mut caps = caps.clone();
+                caps.push(("DIR".into(), dir.clone()));
+                let mut t = base(None, None, fill(def.file, &caps));
+                t.knob = format!("{name}@{scope}");
+                t.dir = Some(dir);
+                if !t.path.is_file() {
+                    return Err(bad(format!("{} is absent", fill(def.file, &caps))));
+                }
+                targets.push(t);
             }
         }
     }
@@ -484,9 +707,17 @@ pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<Strin
     if t.def.words.contains(&value) {
         return Ok(value.to_string());
     }
-    let fill_p = |p: &str| {
-        p.replace("{POLICY}", &t.policy.unwrap_or(0).to_string())
-            .replace("{CPU}", &t.cpu.unwrap_or(0).to_string())
+    let fill_p = |p: &str| fill_target(t, p);
+    let special;
+    let value = match t.def.specials.iter().find(|(w, _)| *w == value) {
+        Some((w, Special::File(p))) => {
+            special = std::fs::read_to_string(root.path(&fill_p(p)))
+                .map(|s| s.trim().to_string())
+                .map_err(|_| format!("`{w}`: this machine has no {}", fill_p(p)))?;
+            special.as_str()
+        }
+        Some((_, Special::Value(v))) => v,
+        None => value,
     };
     let read_list = |p: &str| {
         std::fs::read_to_string(root.path(&fill_p(p)))
@@ -495,7 +726,7 @@ pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<Strin
     };
     let out = match t.ty {
         Type::Bool => match parse_bool(value) {
-            Some(b) => u8::from(b).to_string(),
+            Some(b) => u8::from(b != t.def.invert).to_string(),
             None => return Err(format!("`{value}` is not a boolean (on/off, 1/0, Y/N)")),
         },
         Type::Int => {
@@ -523,6 +754,7 @@ pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<Strin
         }
         Type::Enum => {
             let (list, range) = match t.def.allowed {
+                Allowed::Words(w) => (w.iter().map(|s| s.to_string()).collect(), None),
                 Allowed::ListFile(p) => (read_list(p), None),
                 Allowed::ListFileOrRange(p, a, b) => (read_list(p), Some((a, b))),
                 _ => (Vec::new(), None),
@@ -557,6 +789,13 @@ pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<Strin
         Some(f) => format!("NO_{f}"),
         None => out,
     })
+}
+
+/// A file pattern of the table filled in for one target (`{POLICY}`, `{CPU}`, `{DIR}`).
+pub fn fill_target(t: &Target, p: &str) -> String {
+    p.replace("{POLICY}", &t.policy.unwrap_or(0).to_string())
+        .replace("{CPU}", &t.cpu.unwrap_or(0).to_string())
+        .replace("{DIR}", t.dir.as_deref().unwrap_or(""))
 }
 
 /// Whether a read-back `got` shows that `want` was written (formats differ: `Y` vs `1`).

@@ -11,6 +11,9 @@ pub enum Scope {
     Cpu,
     /// One file per cpufreq policy (`{POLICY}`); `@CPUS` picks the policies of those CPUs.
     Policy,
+    /// One file per uncore frequency domain (`{DIR}`: a die, legacy or TPMI); `@CPUS` picks
+    /// the dies of those CPUs, `@package1`/`@die0` the domains of those units.
+    Die,
 }
 
 /// The value type, which decides how a value is parsed and compared on read-back.
@@ -43,6 +46,17 @@ pub enum Allowed {
     ListFile(&'static str),
     /// A list file, or an integer in a range (intel_pstate EPP takes 0-255 too).
     ListFileOrRange(&'static str, i64, i64),
+    /// A fixed list of words (intel_pstate `status`: the kernel lists them nowhere).
+    Words(&'static [&'static str]),
+}
+
+/// What a special word of a knob stands for (pepc's `min`, `max`, `base`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// The number in this file (pattern like the knob's file): `max` = `cpuinfo_max_freq`.
+    File(&'static str),
+    /// This value: EPB's `performance` = `0`.
+    Value(&'static str),
 }
 
 /// How a knob's file is read and written.
@@ -78,11 +92,252 @@ pub struct KnobDef {
     pub words: &'static [&'static str],
     /// How the file is read and written.
     pub access: Access,
+    /// Special words and what they stand for, resolved before the value is checked.
+    pub specials: &'static [(&'static str, Special)],
+    /// A boolean stored inverted (intel_pstate `no_turbo` for `cpufreq.turbo`).
+    pub invert: bool,
     /// One line on what the knob does, for `pmlab knob list`.
     pub help: &'static str,
 }
 
 const CPU: &str = "/sys/devices/system/cpu";
+
+/// `min`, `max`, `base` for a policy's frequency (pepc's words).
+const FREQ_SPECIALS: &[(&str, Special)] = &[
+    (
+        "min",
+        Special::File(concat!(
+            "/sys/devices/system/cpu/cpufreq/policy{POLICY}",
+            "/cpuinfo_min_freq"
+        )),
+    ),
+    (
+        "max",
+        Special::File(concat!(
+            "/sys/devices/system/cpu/cpufreq/policy{POLICY}",
+            "/cpuinfo_max_freq"
+        )),
+    ),
+    (
+        "base",
+        Special::File(concat!(
+            "/sys/devices/system/cpu/cpufreq/policy{POLICY}",
+            "/base_frequency"
+        )),
+    ),
+];
+
+/// `min`, `max` for an uncore domain: the limits the hardware started with.
+const UNCORE_SPECIALS: &[(&str, Special)] = &[
+    (
+        "min",
+        Special::File(concat!(
+            "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+            "/initial_min_freq_khz"
+        )),
+    ),
+    (
+        "max",
+        Special::File(concat!(
+            "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+            "/initial_max_freq_khz"
+        )),
+    ),
+];
+
+/// EPB's words, as the kernel's `energy_perf_bias` takes them.
+const EPB_SPECIALS: &[(&str, Special)] = &[
+    ("performance", Special::Value("0")),
+    ("balance-performance", Special::Value("4")),
+    ("normal", Special::Value("6")),
+    ("balance-power", Special::Value("8")),
+    ("power", Special::Value("15")),
+];
+
+/// A knob of one global file.
+const fn global(
+    name: &'static str,
+    file: &'static str,
+    ty: Type,
+    unit: &'static str,
+    allowed: Allowed,
+    help: &'static str,
+) -> KnobDef {
+    KnobDef {
+        name,
+        file,
+        ty,
+        unit,
+        scope: Scope::Global,
+        writable: true,
+        allowed,
+        words: &[],
+        specials: &[],
+        invert: false,
+        access: Access::File,
+        help,
+    }
+}
+
+/// pepc's knobs: turbo, intel_pstate and amd-pstate, EPB, uncore, ASPM. The three
+/// `cpufreq.turbo` entries are alternatives: the first whose file exists here is the knob.
+const PEPC_KNOBS: [KnobDef; 14] = [
+    KnobDef {
+        invert: true,
+        ..global(
+            "cpufreq.turbo",
+            "/sys/devices/system/cpu/intel_pstate/no_turbo",
+            Type::Bool,
+            "",
+            Allowed::Any,
+            "turbo on/off (intel_pstate: the inverse of no_turbo)",
+        )
+    },
+    global(
+        "cpufreq.turbo",
+        "/sys/devices/system/cpu/cpufreq/boost",
+        Type::Bool,
+        "",
+        Allowed::Any,
+        "turbo on/off (cpufreq boost: acpi-cpufreq, amd-pstate)",
+    ),
+    KnobDef {
+        scope: Scope::Policy,
+        ..global(
+            "cpufreq.turbo",
+            concat!("/sys/devices/system/cpu/cpufreq/policy{POLICY}", "/boost"),
+            Type::Bool,
+            "",
+            Allowed::Any,
+            "turbo on/off of a policy (amd-pstate per-policy boost)",
+        )
+    },
+    global(
+        "cpufreq.boost",
+        "/sys/devices/system/cpu/cpufreq/boost",
+        Type::Bool,
+        "",
+        Allowed::Any,
+        "cpufreq boost (acpi-cpufreq, amd-pstate)",
+    ),
+    global(
+        "intel_pstate.no_turbo",
+        "/sys/devices/system/cpu/intel_pstate/no_turbo",
+        Type::Bool,
+        "",
+        Allowed::Any,
+        "intel_pstate: 1 = turbo off",
+    ),
+    global(
+        "intel_pstate.min_perf_pct",
+        "/sys/devices/system/cpu/intel_pstate/min_perf_pct",
+        Type::Int,
+        "%",
+        Allowed::Range(0, 100),
+        "intel_pstate: lowest performance, % of the highest",
+    ),
+    global(
+        "intel_pstate.max_perf_pct",
+        "/sys/devices/system/cpu/intel_pstate/max_perf_pct",
+        Type::Int,
+        "%",
+        Allowed::Range(0, 100),
+        "intel_pstate: highest performance, % of the highest",
+    ),
+    global(
+        "intel_pstate.status",
+        "/sys/devices/system/cpu/intel_pstate/status",
+        Type::Enum,
+        "",
+        Allowed::Words(&["active", "passive", "off"]),
+        "intel_pstate mode (active: HWP/EPP, passive: a cpufreq governor drives it)",
+    ),
+    global(
+        "intel_pstate.hwp_dynamic_boost",
+        "/sys/devices/system/cpu/intel_pstate/hwp_dynamic_boost",
+        Type::Bool,
+        "",
+        Allowed::Any,
+        "intel_pstate: raise the HWP floor for tasks woken from I/O",
+    ),
+    global(
+        "amd_pstate.status",
+        "/sys/devices/system/cpu/amd_pstate/status",
+        Type::Enum,
+        "",
+        Allowed::Words(&["active", "passive", "guided", "disable"]),
+        "amd-pstate mode",
+    ),
+    KnobDef {
+        scope: Scope::Cpu,
+        specials: EPB_SPECIALS,
+        ..global(
+            "epb",
+            "/sys/devices/system/cpu/cpu{CPU}/power/energy_perf_bias",
+            Type::Int,
+            "",
+            Allowed::Range(0, 15),
+            "energy/performance bias (0 performance .. 15 power; words: performance, \
+             balance-performance, normal, balance-power, power)",
+        )
+    },
+    KnobDef {
+        scope: Scope::Die,
+        specials: UNCORE_SPECIALS,
+        ..global(
+            "uncore.min_freq",
+            concat!(
+                "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                "/min_freq_khz"
+            ),
+            Type::Int,
+            "kHz",
+            Allowed::RangeFiles(
+                concat!(
+                    "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                    "/initial_min_freq_khz"
+                ),
+                concat!(
+                    "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                    "/initial_max_freq_khz"
+                ),
+            ),
+            "lowest uncore frequency of a die (legacy or TPMI uncore sysfs)",
+        )
+    },
+    KnobDef {
+        scope: Scope::Die,
+        specials: UNCORE_SPECIALS,
+        ..global(
+            "uncore.max_freq",
+            concat!(
+                "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                "/max_freq_khz"
+            ),
+            Type::Int,
+            "kHz",
+            Allowed::RangeFiles(
+                concat!(
+                    "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                    "/initial_min_freq_khz"
+                ),
+                concat!(
+                    "/sys/devices/system/cpu/intel_uncore_frequency/{DIR}",
+                    "/initial_max_freq_khz"
+                ),
+            ),
+            "highest uncore frequency of a die (legacy or TPMI uncore sysfs)",
+        )
+    },
+    global(
+        "aspm.policy",
+        "/sys/module/pcie_aspm/parameters/policy",
+        Type::Enum,
+        "",
+        Allowed::ListFile("/sys/module/pcie_aspm/parameters/policy"),
+        "PCIe ASPM policy",
+    ),
+];
 
 /// Every knob of DESIGN.md §4. Order matters: the first pattern that matches wins, so the
 /// fixed names come before the `{MODULE}.{PARAM}` catch-all.
@@ -96,6 +351,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::Online,
         help: "CPU hotplug: 1 online, 0 offline",
     },
@@ -108,6 +365,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::ListFile("/sys/devices/system/cpu/cpuidle/available_governors"),
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "cpuidle governor",
     },
@@ -120,6 +379,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "disable an idle state (by name, e.g. POLL, or stateK)",
     },
@@ -132,6 +393,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Range(0, i32::MAX as i64),
         words: &["n/a"],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "per-CPU resume latency limit (0 = none, n/a = no idle states but polling)",
     },
@@ -146,6 +409,8 @@ pub const KNOBS: &[KnobDef] = &[
             "/sys/devices/system/cpu/cpufreq/policy{POLICY}/scaling_available_governors",
         ),
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "cpufreq governor of a policy",
     },
@@ -161,6 +426,8 @@ pub const KNOBS: &[KnobDef] = &[
             "/sys/devices/system/cpu/cpufreq/policy{POLICY}/cpuinfo_max_freq",
         ),
         words: &[],
+        specials: FREQ_SPECIALS,
+        invert: false,
         access: Access::File,
         help: "lowest frequency of a policy",
     },
@@ -176,6 +443,8 @@ pub const KNOBS: &[KnobDef] = &[
             "/sys/devices/system/cpu/cpufreq/policy{POLICY}/cpuinfo_max_freq",
         ),
         words: &[],
+        specials: FREQ_SPECIALS,
+        invert: false,
         access: Access::File,
         help: "highest frequency of a policy",
     },
@@ -192,9 +461,25 @@ pub const KNOBS: &[KnobDef] = &[
             255,
         ),
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "energy/performance preference of a policy (intel_pstate, amd-pstate)",
     },
+    PEPC_KNOBS[0],
+    PEPC_KNOBS[1],
+    PEPC_KNOBS[2],
+    PEPC_KNOBS[3],
+    PEPC_KNOBS[4],
+    PEPC_KNOBS[5],
+    PEPC_KNOBS[6],
+    PEPC_KNOBS[7],
+    PEPC_KNOBS[8],
+    PEPC_KNOBS[9],
+    PEPC_KNOBS[10],
+    PEPC_KNOBS[11],
+    PEPC_KNOBS[12],
+    PEPC_KNOBS[13],
     KnobDef {
         name: "rcu.expedited",
         file: "/sys/kernel/rcu_expedited",
@@ -204,6 +489,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "expedited RCU grace periods",
     },
@@ -216,6 +503,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::SchedFeature,
         help: "scheduler feature (debugfs; NAME on, NO_NAME off)",
     },
@@ -228,6 +517,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "any writable file under /sys",
     },
@@ -240,6 +531,8 @@ pub const KNOBS: &[KnobDef] = &[
         writable: true,
         allowed: Allowed::Any,
         words: &[],
+        specials: &[],
+        invert: false,
         access: Access::File,
         help: "module parameter",
     },

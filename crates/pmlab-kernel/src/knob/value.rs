@@ -30,6 +30,12 @@ fn suffix_scale(suffix: &str) -> Option<(&'static str, f64)> {
 /// (The reason is a sentence for `KnobError::Invalid`, which names the assignment.)
 pub(crate) fn parse_int(text: &str, unit: &str) -> Result<i64, String> {
     let t = text.trim();
+    if unit == "%" {
+        let n = t.strip_suffix('%').unwrap_or(t).trim();
+        return n
+            .parse()
+            .map_err(|_| format!("`{text}` is not a whole percentage (example: 50%)"));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
         .unwrap_or(t.len());

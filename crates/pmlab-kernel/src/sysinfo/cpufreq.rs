@@ -19,8 +19,54 @@ pub struct Cpufreq {
     pub boost: Option<bool>,
     /// /sys/devices/system/cpu/intel_pstate/status (`active`, `passive`, `off`).
     pub intel_pstate_status: Option<String>,
+    /// Turbo as the driver shows it: not `intel_pstate/no_turbo`, else `cpufreq/boost`,
+    /// else every policy's `boost` (amd-pstate); `None` where no file says.
+    pub turbo: Option<bool>,
+    /// intel_pstate's global files, where the driver is intel_pstate.
+    pub intel_pstate: Option<IntelPstate>,
+    /// /sys/devices/system/cpu/amd_pstate/status (`active`, `passive`, `guided`).
+    pub amd_pstate_status: Option<String>,
     /// One entry per `policyN`, by N.
     pub policies: Vec<Policy>,
+}
+
+/// intel_pstate's global files (`/sys/devices/system/cpu/intel_pstate/*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntelPstate {
+    /// `status`: `active`, `passive` or `off`.
+    pub status: Option<String>,
+    /// `no_turbo`: turbo is off.
+    pub no_turbo: Option<bool>,
+    /// `min_perf_pct`.
+    pub min_perf_pct: Option<u64>,
+    /// `max_perf_pct`.
+    pub max_perf_pct: Option<u64>,
+    /// `hwp_dynamic_boost`.
+    pub hwp_dynamic_boost: Option<bool>,
+    /// `turbo_pct`: share of P-states that are turbo.
+    pub turbo_pct: Option<u64>,
+    /// `num_pstates`.
+    pub num_pstates: Option<u64>,
+    /// `energy_efficiency` (some Xeons).
+    pub energy_efficiency: Option<bool>,
+}
+
+fn intel_pstate(root: &Root) -> Option<IntelPstate> {
+    let d = format!("{CPU_DIR}/intel_pstate");
+    if !root.path(&d).is_dir() {
+        return None;
+    }
+    let f = |n: &str| format!("{d}/{n}");
+    Some(IntelPstate {
+        status: read_text(root, &f("status")).ok(),
+        no_turbo: read_bool(root, &f("no_turbo")).ok(),
+        min_perf_pct: read_num(root, &f("min_perf_pct")),
+        max_perf_pct: read_num(root, &f("max_perf_pct")),
+        hwp_dynamic_boost: read_bool(root, &f("hwp_dynamic_boost")).ok(),
+        turbo_pct: read_num(root, &f("turbo_pct")),
+        num_pstates: read_num(root, &f("num_pstates")),
+        energy_efficiency: read_bool(root, &f("energy_efficiency")).ok(),
+    })
 }
 
 /// One cpufreq policy (`policyN`): the CPUs it drives and its limits.
@@ -46,6 +92,12 @@ pub struct Policy {
     pub hw_min: Option<KHz>,
     /// `cpuinfo_max_freq`: the hardware's highest frequency, kHz.
     pub hw_max: Option<KHz>,
+    /// `base_frequency` (intel_pstate), kHz.
+    pub base: Option<KHz>,
+    /// `cpuinfo_avg_freq`: the average frequency over the last tick, kHz.
+    pub avg: Option<KHz>,
+    /// The policy's `boost` (acpi-cpufreq, amd-pstate), where it has one.
+    pub boost: Option<bool>,
     /// energy_performance_preference, where the driver has it.
     pub epp: Option<Item<String>>,
     /// `energy_performance_available_preferences`, where the driver has it.
@@ -80,6 +132,9 @@ fn policy(root: &Root, id: u32) -> Policy {
         cur: khz("scaling_cur_freq"),
         hw_min: khz("cpuinfo_min_freq"),
         hw_max: khz("cpuinfo_max_freq"),
+        base: khz("base_frequency"),
+        avg: khz("cpuinfo_avg_freq"),
+        boost: read_bool(root, &p("boost")).ok(),
         epp,
         available_epp: read_words(root, &p("energy_performance_available_preferences")).ok(),
     }
@@ -92,9 +147,24 @@ pub fn read(root: &Root) -> Option<Cpufreq> {
         return None;
     }
     let policies: Vec<Policy> = ids.into_iter().map(|i| policy(root, i)).collect();
+    let boost = read_bool(root, &format!("{CPUFREQ_DIR}/boost")).ok();
+    let intel_pstate = intel_pstate(root);
+    let policy_boost = policies
+        .iter()
+        .map(|p| p.boost)
+        .collect::<Option<Vec<bool>>>()
+        .filter(|b| !b.is_empty() && b.iter().all(|x| *x == b[0]))
+        .map(|b| b[0]);
     Some(Cpufreq {
         driver: policies.iter().find_map(|p| p.driver.clone()),
-        boost: read_bool(root, &format!("{CPUFREQ_DIR}/boost")).ok(),
+        turbo: intel_pstate
+            .as_ref()
+            .and_then(|i| i.no_turbo.map(|n| !n))
+            .or(boost)
+            .or(policy_boost),
+        intel_pstate,
+        amd_pstate_status: read_text(root, &format!("{CPU_DIR}/amd_pstate/status")).ok(),
+        boost,
         intel_pstate_status: read_text(root, &format!("{CPU_DIR}/intel_pstate/status")).ok(),
         policies,
     })

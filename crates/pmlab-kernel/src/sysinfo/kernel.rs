@@ -7,7 +7,7 @@ use serde::Serialize;
 /// The running kernel: release, version, command line, rcu_expedited.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Kernel {
-    /// `uname -r`, from /proc/sys/kernel/osrelease.
+    /// `uname -r`, from /proc/sys/kernel/osrelease, else the release in /proc/version.
     pub release: Item<String>,
     /// `uname -v`, from /proc/sys/kernel/version.
     pub version: Item<String>,
@@ -20,7 +20,23 @@ pub struct Kernel {
 /// Read the kernel's picture; never fails (each part says why it is missing).
 pub fn read(root: &Root) -> Kernel {
     Kernel {
-        release: item(root, read_text(root, "/proc/sys/kernel/osrelease")),
+        release: item(
+            root,
+            read_text(root, "/proc/sys/kernel/osrelease").or_else(|e| {
+                // `Linux version RELEASE (...)`: what pepc's snapshots have.
+                read_text(root, "/proc/version")
+                    .ok()
+                    .and_then(|v| {
+                        Some(
+                            v.strip_prefix("Linux version ")?
+                                .split(' ')
+                                .next()?
+                                .to_string(),
+                        )
+                    })
+                    .ok_or(e)
+            }),
+        ),
         version: item(root, read_text(root, "/proc/sys/kernel/version")),
         cmdline: item(root, read_text(root, "/proc/cmdline")),
         rcu_expedited: item(root, read_bool(root, "/sys/kernel/rcu_expedited")),

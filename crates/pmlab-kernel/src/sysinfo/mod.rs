@@ -6,11 +6,13 @@ pub mod caps;
 pub mod cpu;
 pub mod cpufreq;
 pub mod cpuidle;
+pub mod emul;
 pub mod haltpoll;
 pub mod hotplug_states;
 pub mod item;
 pub mod kernel;
 pub mod mounts;
+pub mod power;
 pub mod powercap;
 pub mod sched_features;
 pub mod topology;
@@ -40,8 +42,13 @@ pub struct SystemInfo {
     pub cpus: cpu::Cpus,
     /// Virtualisation: hypervisor, clocksource, KVM CPUID.
     pub virt: virt::Virt,
-    /// Per-CPU package/die/core/siblings.
+    /// Per-CPU package/die/module/core/node/core type and siblings.
     pub topology: Item<Vec<topology::CpuTopology>>,
+    /// Counts of packages, dies, modules, cores, threads per core, nodes; where each level
+    /// came from; hybrid core types, NUMA nodes and caches.
+    pub layout: topology::Layout,
+    /// PM QoS, EPB, ACPI CPPC, ASPM, uncore, C1 demotion.
+    pub power: power::Power,
     /// cpuidle driver, governor and states.
     pub cpuidle: cpuidle::Cpuidle,
     /// `None` when the haltpoll module is absent.
@@ -69,6 +76,8 @@ impl SystemInfo {
             virt: virt::read(root, cpus.hypervisor_flag),
             cpus,
             topology: item::item(root, topology::read(root)),
+            layout: topology::layout(root),
+            power: power::read(root),
             cpuidle: cpuidle::read(root),
             haltpoll: haltpoll::read(root),
             cpufreq: cpufreq::read(root),

@@ -516,6 +516,38 @@ fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
     if let Some(s) = &c.smt_control {
         kv(&mut o, "smt control", s);
     }
+    let lc = &si.layout.counts;
+    if lc.cpus > 0 {
+        kv(
+            &mut o,
+            "counts",
+            format!(
+                "{} packages, {} dies, {} modules, {} cores, {} threads per core, {} NUMA nodes",
+                lc.packages, lc.dies, lc.modules, lc.cores, lc.threads_per_core, lc.nodes
+            ),
+        );
+        let src = serde_json::to_value(&si.layout.sources).unwrap_or_default();
+        let word = |k: &str| src[k].as_str().unwrap_or("?").to_string();
+        kv(
+            &mut o,
+            "read from",
+            format!(
+                "package: {}, die: {}, module: {}, core: {}, node: {}",
+                word("package"),
+                word("die"),
+                word("module"),
+                word("core"),
+                word("node")
+            ),
+        );
+    }
+    for ct in &si.layout.core_types {
+        kv(
+            &mut o,
+            &format!("{} cores", ct.name),
+            format_cpu_list(&ct.cpus),
+        );
+    }
     match &si.topology {
         Item::Value(topo) if !topo.is_empty() => {
             let mut t = table(&[
@@ -602,6 +634,23 @@ fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
             if let Some(b) = cf.boost {
                 kv(&mut o, "boost", if b { "on" } else { "off" });
             }
+            if let Some(b) = cf.turbo {
+                kv(&mut o, "turbo", if b { "on" } else { "off" });
+            }
+            if let Some(ip) = &cf.intel_pstate {
+                if let (Some(a), Some(b)) = (ip.min_perf_pct, ip.max_perf_pct) {
+                    kv(&mut o, "intel_pstate perf %", format!("{a}..{b}"));
+                }
+                if let Some(h) = ip.hwp_dynamic_boost {
+                    kv(&mut o, "hwp_dynamic_boost", if h { "on" } else { "off" });
+                }
+            }
+            if let Some(s) = &cf.amd_pstate_status {
+                kv(&mut o, "amd_pstate", s);
+            }
+            if let Some(b) = cf.policies.first().and_then(|p| p.base) {
+                kv(&mut o, "base frequency", format!("{} MHz", b.mhz()));
+            }
             if let Some(p) = cf.policies.first() {
                 kv(
                     &mut o,
@@ -615,8 +664,7 @@ fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
             let mut t = table(&[
                 "policies", "cpus", "governor", "min MHz", "max MHz", "cur MHz", "EPP",
             ]);
-            let mhz =
-                |k: Option<pmlab_kernel::KHz>| k.map_or("-".into(), |k| format!("{}", k.0 / 1000));
+            let mhz = |k: Option<pmlab_kernel::KHz>| k.map_or("-".into(), |k| k.mhz().to_string());
             let epp = |p: &Policy| p.epp.as_ref().map_or("-".into(), show);
             // group policies that share governor, limits and EPP (unless -v)
             let mut groups: Vec<Vec<&Policy>> = Vec::new();
@@ -633,10 +681,10 @@ fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
                 let ids: Vec<u32> = g.iter().map(|p| p.id).collect();
                 let mut cpus: Vec<u32> = g.iter().flat_map(|p| p.cpus.clone()).collect();
                 cpus.sort_unstable();
-                let curs: Vec<u64> = g.iter().filter_map(|p| p.cur.map(|k| k.0)).collect();
+                let curs: Vec<u64> = g.iter().filter_map(|p| p.cur.map(|k| k.mhz())).collect();
                 let cur = match (curs.iter().min(), curs.iter().max()) {
-                    (Some(a), Some(b)) if a != b => format!("{}-{}", a / 1000, b / 1000),
-                    (Some(a), _) => format!("{}", a / 1000),
+                    (Some(a), Some(b)) if a != b => format!("{a}-{b}"),
+                    (Some(a), _) => format!("{a}"),
                     _ => "-".into(),
                 };
                 t.add_row(vec![
@@ -651,6 +699,70 @@ fn doc(si: &SystemInfo, caps: &Capabilities, verbose: bool) -> Doc {
             }
             o.0.push(Block::Table(t));
         }
+    }
+
+    head(&mut o, "Power (PM QoS, EPB, ASPM, uncore)");
+    let pw = &si.power;
+    let grouped = |g: &[pmlab_kernel::sysinfo::power::CpuValues<String>]| {
+        if g.is_empty() {
+            return "absent".to_string();
+        }
+        g.iter()
+            .map(|x| format!("{} on {}", x.value, format_cpu_list(&x.cpus)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    kv(
+        &mut o,
+        "PM QoS resume latency µs",
+        grouped(&pw.pmqos_resume_latency_us),
+    );
+    kv(&mut o, "EPB", grouped(&pw.epb));
+    if let Some(a) = &pw.aspm {
+        kv(
+            &mut o,
+            "PCIe ASPM policy",
+            format!("{} (of {})", opt(&a.policy), a.available.join(" ")),
+        );
+    }
+    if let Some(d) = &pw.c1_demotion {
+        kv(&mut o, "intel_c1_demotion", d);
+    }
+    if !pw.cppc.is_empty() {
+        kv(
+            &mut o,
+            "ACPI CPPC",
+            format!("{} groups of CPUs (see --json)", pw.cppc.len()),
+        );
+    }
+    if !pw.uncore.is_empty() {
+        let mut t = table(&[
+            "uncore",
+            "kind",
+            "package",
+            "die",
+            "min MHz",
+            "max MHz",
+            "hw range MHz",
+            "cur MHz",
+        ]);
+        let mhz = |k: Option<pmlab_kernel::KHz>| k.map_or("-".into(), |k| k.mhz().to_string());
+        for d in &pw.uncore {
+            t.add_row(vec![
+                d.dir.clone(),
+                serde_json::to_value(d.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                opt(&d.package),
+                opt(&d.die),
+                mhz(d.min),
+                mhz(d.max),
+                format!("{}-{}", mhz(d.hw_min), mhz(d.hw_max)),
+                mhz(d.cur),
+            ]);
+        }
+        o.0.push(Block::Table(t));
     }
 
     head(&mut o, "powercap");
