@@ -57,6 +57,8 @@ pub struct VcpuExits {
     pub vcpu: Option<u32>,
     /// The vCPU thread (pid of the events).
     pub thread: i32,
+    /// Another thread of the trace has the same vCPU index (threads of more than one VM).
+    pub shared_index: bool,
     /// Exits of this vCPU.
     pub samples: u64,
     /// Its exits by reason, most samples first.
@@ -64,9 +66,11 @@ pub struct VcpuExits {
 }
 
 impl VcpuExits {
-    /// `vcpu N`, or `thread PID` where the trace has no vCPU index.
+    /// `vcpu N`, or `thread PID` where the trace has no vCPU index (both where another
+    /// thread has the same index).
     pub fn label(&self) -> String {
         match self.vcpu {
+            Some(v) if self.shared_index => format!("vcpu {v} thread {}", self.thread),
             Some(v) => format!("vcpu {v}"),
             None => format!("thread {}", self.thread),
         }
@@ -146,8 +150,8 @@ enum Namer<'t> {
     /// The print format: the exception type first where the event has one (arm64's
     /// `ret`/`idx`: a trap is named by its class, anything else by its type), then the reason.
     Format {
-        kind: Option<(SymbolicField<'t>, FieldRef)>,
-        reason: SymbolicField<'t>,
+        kind: Option<Box<(SymbolicField<'t>, FieldRef)>>,
+        reason: Box<SymbolicField<'t>>,
         /// The fields the names depend on, read to cache one name per distinct tuple.
         keys: Vec<FieldRef>,
     },
@@ -160,7 +164,11 @@ enum Namer<'t> {
 
 /// The reason printed in a `kvm_exit` line of ftrace text.
 fn reason_in_text(line: &str) -> Option<String> {
-    if let Some(rest) = line.split(" reason ").nth(1).or(line.strip_prefix("reason ")) {
+    if let Some(rest) = line
+        .split(" reason ")
+        .nth(1)
+        .or(line.strip_prefix("reason "))
+    {
         return rest.split_whitespace().next().map(str::to_string);
     }
     // arm64: `TYPE: HSR_EC: 0xNN (CLASS), PC: ...`
@@ -214,12 +222,17 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
             match SymbolicField::new(trace, exit, reason_name) {
                 Some(reason) => {
                     let kind = ["ret", "idx"].iter().find_map(|n| {
-                        Some((SymbolicField::new(trace, exit, n)?, trace.field(exit, n)?))
+                        let named = SymbolicField::new(trace, exit, n)?;
+                        Some(Box::new((named, trace.field(exit, n)?)))
                     });
                     let mut keys = vec![reason_ref];
                     keys.extend(trace.field(exit, "isa"));
                     keys.extend(kind.as_ref().map(|k| k.1));
-                    Namer::Format { kind, reason, keys }
+                    Namer::Format {
+                        kind,
+                        reason: Box::new(reason),
+                        keys,
+                    }
                 }
                 None => Namer::Number(reason_ref),
             }
@@ -293,9 +306,10 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
                 }
                 Namer::Number(f) => intern(trace.u64_at(i, *f).to_string(), &mut reasons),
             };
-            if let Some(v) = exit_vcpu.map(|f| trace.u64_at(i, f) as u32).or_else(|| {
-                exit_buf.and_then(|b| vcpu_in_text(trace.str_at(i, b)))
-            }) {
+            if let Some(v) = exit_vcpu
+                .map(|f| trace.u64_at(i, f) as u32)
+                .or_else(|| exit_buf.and_then(|b| vcpu_in_text(trace.str_at(i, b))))
+            {
                 t.vcpu = Some(v);
             }
             if t.open.is_some() {
@@ -346,11 +360,19 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
         vcpus.push(VcpuExits {
             vcpu: t.vcpu,
             thread: pid,
+            shared_index: false,
             samples: n,
             reasons: stats(&mine, timed),
         });
     }
     vcpus.sort_by_key(|v| (v.vcpu.is_none(), v.vcpu, v.thread));
+    let mut per_index: HashMap<u32, usize> = HashMap::new();
+    for v in &vcpus {
+        *per_index.entry(v.vcpu.unwrap_or(u32::MAX)).or_default() += 1;
+    }
+    for v in &mut vcpus {
+        v.shared_index = v.vcpu.is_some_and(|i| per_index[&i] > 1);
+    }
     let reasons = stats(&overall, timed);
     let total = timed.then(|| Nanos(overall.values().map(|a| a.total).sum()));
 
@@ -380,10 +402,15 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
                 .to_string(),
         );
     }
-    if vcpus.iter().any(|v| v.vcpu.is_none()) {
+    if vcpus.iter().any(|v| v.shared_index) {
         notes.push(
-            "kvm_exit has no vcpu_id field in this trace: a vCPU is its thread".to_string(),
+            "threads of more than one VM share vCPU indices: per-vCPU rows name the thread, \
+             and per-vCPU metrics leave them out (filter by the VM's threads)"
+                .to_string(),
         );
+    }
+    if vcpus.iter().any(|v| v.vcpu.is_none()) {
+        notes.push("kvm_exit has no vcpu_id field in this trace: a vCPU is its thread".to_string());
     }
     Ok(KvmExits {
         samples,
@@ -401,7 +428,7 @@ impl KvmExits {
     /// The figures as metrics: per reason `kvm.exits:REASON` (count) and `kvm.exit_us:REASON`
     /// (mean exit→entry time, where timed), and `kvm.exits`, `kvm.exit_us` over all reasons;
     /// overall without a CPU, and per vCPU with the vCPU's index as the CPU (vCPUs without
-    /// an index are in the overall figures only).
+    /// an index, or whose index another thread shares, are in the overall figures only).
     pub fn metrics(&self) -> Vec<Metric> {
         let mut out = Vec::new();
         let mut scope = |cpu: Option<u32>, samples: u64, reasons: &[ReasonStat]| {
@@ -444,7 +471,7 @@ impl KvmExits {
         };
         scope(None, self.samples, &self.reasons);
         for v in &self.vcpus {
-            if v.vcpu.is_some() {
+            if v.vcpu.is_some() && !v.shared_index {
                 scope(v.vcpu, v.samples, &v.reasons);
             }
         }
@@ -454,7 +481,14 @@ impl KvmExits {
 
 /// The columns after a table's keys: perf kvm stat's, times in µs.
 const COLUMNS: [&str; 8] = [
-    "samples", "samples_pct", "time_pct", "total_us", "mean_us", "min_us", "max_us", "untimed",
+    "samples",
+    "samples_pct",
+    "time_pct",
+    "total_us",
+    "mean_us",
+    "min_us",
+    "max_us",
+    "untimed",
 ];
 
 fn cells(r: &ReasonStat) -> Vec<Cell> {
@@ -556,16 +590,28 @@ mod tests {
         assert_eq!((r.samples, r.untimed, r.timed), (4, 1, true));
         let hlt = &r.reasons[0];
         assert_eq!((hlt.reason.as_str(), hlt.samples, hlt.timed), ("12", 3, 2));
-        assert_eq!((hlt.min, hlt.max, hlt.total), (Some(Nanos(2_000)), Some(Nanos(4_000)), Some(Nanos(6_000))));
+        assert_eq!(
+            (hlt.min, hlt.max, hlt.total),
+            (Some(Nanos(2_000)), Some(Nanos(4_000)), Some(Nanos(6_000)))
+        );
         assert_eq!(hlt.mean_us(), Some(3.0));
         assert!((hlt.share - 0.75).abs() < 1e-12);
         assert!((hlt.time_share.unwrap() - 6.0 / 9.0).abs() < 1e-12);
         assert_eq!(r.vcpus.len(), 2);
-        assert_eq!((r.vcpus[1].vcpu, r.vcpus[1].thread, r.vcpus[1].samples), (Some(1), t1, 2));
-        assert!(r.notes.iter().any(|n| n.contains("1 of 4 exits")), "{:?}", r.notes);
+        assert_eq!(
+            (r.vcpus[1].vcpu, r.vcpus[1].thread, r.vcpus[1].samples),
+            (Some(1), t1, 2)
+        );
+        assert!(
+            r.notes.iter().any(|n| n.contains("1 of 4 exits")),
+            "{:?}",
+            r.notes
+        );
         let m = r.metrics();
         let get = |name: &str, cpu: Option<u32>| {
-            m.iter().find(|x| x.name == name && x.cpu == cpu).map(|x| x.value)
+            m.iter()
+                .find(|x| x.name == name && x.cpu == cpu)
+                .map(|x| x.value)
         };
         assert_eq!(get("kvm.exits:12", None), Some(3.0));
         assert_eq!(get("kvm.exit_us:12", None), Some(3.0));
@@ -579,7 +625,10 @@ mod tests {
         let tables = r.tables();
         assert_eq!(tables[0].find(&["12"]).unwrap()[1], Cell::Int(3));
         let mean = tables[1].col("mean_us").unwrap();
-        assert_eq!(tables[1].find(&["vcpu 1", "30"]).unwrap()[mean], Cell::Float(3.0));
+        assert_eq!(
+            tables[1].find(&["vcpu 1", "30"]).unwrap()[mean],
+            Cell::Float(3.0)
+        );
     }
 
     #[test]
@@ -593,7 +642,10 @@ mod tests {
         assert_eq!((r.reasons[0].total, r.reasons[0].mean_us()), (None, None));
         assert!(r.notes.iter().any(|n| n.contains("no kvm:kvm_entry")));
         assert!(r.notes.iter().any(|n| n.contains("a vCPU is its thread")));
-        assert!(!r.metrics().iter().any(|m| m.name.starts_with("kvm.exit_us")));
+        assert!(!r
+            .metrics()
+            .iter()
+            .any(|m| m.name.starts_with("kvm.exit_us")));
         let none = Builder::new(1).build();
         let m = exits(&none, None).unwrap_err();
         assert!(m.to_string().contains("kvm:kvm_exit"), "{m}");

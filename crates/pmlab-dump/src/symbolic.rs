@@ -62,7 +62,8 @@ impl<'t> SymbolicField<'t> {
     /// in hex (`0x4a`) where the table has no entry for it, as `trace-cmd report` prints it.
     pub fn name(&self, rec: &[u8]) -> String {
         let mut out = Vec::new();
-        self.env.print_str(&mut out, rec, &self.spec, None, &self.arg);
+        self.env
+            .print_str(&mut out, rec, &self.spec, None, &self.arg);
         String::from_utf8_lossy(&out).into_owned()
     }
 }
