@@ -254,7 +254,8 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
     let wanted = |pid: i32| pids.is_none_or(|p| p.contains(&pid));
     let mut reasons: Vec<String> = Vec::new();
     let mut reason_index: HashMap<String, usize> = HashMap::new();
-    let mut cache: HashMap<Vec<u64>, usize> = HashMap::new();
+    // At most three fields (reason, isa, exception type): a fixed key, no allocation per exit.
+    let mut cache: HashMap<[u64; 3], usize> = HashMap::new();
     let mut threads: BTreeMap<i32, Thread> = BTreeMap::new();
     let (mut untimed, mut samples) = (0u64, 0u64);
     let mut intern = |name: String, reasons: &mut Vec<String>| -> usize {
@@ -283,7 +284,10 @@ pub fn exits(trace: &Trace, pids: Option<&[i32]>) -> Result<KvmExits, Missing> {
         if id == exit {
             let r = match &namer {
                 Namer::Format { kind, reason, keys } => {
-                    let key: Vec<u64> = keys.iter().map(|&f| trace.u64_at(i, f)).collect();
+                    let mut key = [0u64; 3];
+                    for (k, &f) in key.iter_mut().zip(keys) {
+                        *k = trace.u64_at(i, f);
+                    }
                     match cache.get(&key) {
                         Some(&r) => r,
                         None => {
@@ -501,7 +505,8 @@ fn cells(r: &ReasonStat) -> Vec<Cell> {
         r.mean_us().into(),
         us(r.min),
         us(r.max),
-        (r.samples - r.timed).into(),
+        // Without kvm_entry events every exit is untimed: the note says so once.
+        r.total.map(|_| r.samples - r.timed).into(),
     ]
 }
 
@@ -646,8 +651,62 @@ mod tests {
             .metrics()
             .iter()
             .any(|m| m.name.starts_with("kvm.exit_us")));
+        let t = &r.tables()[0];
+        assert_eq!(t.rows[0][t.col("untimed").unwrap()], Cell::Empty);
         let none = Builder::new(1).build();
         let m = exits(&none, None).unwrap_err();
         assert!(m.to_string().contains("kvm:kvm_exit"), "{m}");
+    }
+
+    /// arm64: a trap is named by its exception class, anything else by its type (`IRQ`), both
+    /// from the event's print format, as `perf kvm stat` on arm64 keys them.
+    #[test]
+    fn arm64_reasons_come_from_the_print_format() {
+        let mut b = Builder::new(1);
+        let exit = b.event(
+            "kvm",
+            "kvm_exit",
+            &[("ret", Ty::I32), ("esr_ec", Ty::U32), ("vcpu_pc", Ty::U64)],
+        );
+        let entry = b.event("kvm", "kvm_entry", &[("vcpu_pc", Ty::U64)]);
+        let pc = V::U(0xffff_8000_1000_0000);
+        for (k, (ret, ec)) in [(1, 0x24), (0, 0), (1, 0x01), (1, 0x24), (1, 0x3f)]
+            .into_iter()
+            .enumerate()
+        {
+            let at = 10_000 * k as u64;
+            b.push(at, 0, 9, exit, &[V::I(ret), V::U(ec), pc.clone()]);
+            b.push(
+                at + 1_000 * (k as u64 + 1),
+                0,
+                9,
+                entry,
+                std::slice::from_ref(&pc),
+            );
+        }
+        let mut t = b.build();
+        t.formats.get_mut(&exit).unwrap().print_fmt = concat!(
+            r#""%s: HSR_EC: 0x%04x (%s), PC: 0x%016lx", "#,
+            r#"__print_symbolic(REC->ret, { 0, "IRQ" }, { 1, "TRAP" }, { 2, "HYP_GONE" }), "#,
+            r#"REC->esr_ec, __print_symbolic(REC->esr_ec, { 0x01, "WFx" }, { 0x24, "DABT_LOW" }), "#,
+            r#"REC->vcpu_pc"#
+        )
+        .into();
+        let r = exits(&t, None).unwrap();
+        let got: Vec<(&str, u64)> = r
+            .reasons
+            .iter()
+            .map(|x| (x.reason.as_str(), x.samples))
+            .collect();
+        assert_eq!(got, [("DABT_LOW", 2), ("0x3f", 1), ("IRQ", 1), ("WFx", 1)]);
+        let dabt = &r.reasons[0];
+        assert_eq!(
+            (dabt.min, dabt.max),
+            (Some(Nanos(1_000)), Some(Nanos(4_000)))
+        );
+        assert_eq!(
+            (r.vcpus[0].vcpu, r.vcpus[0].label()),
+            (None, "thread 9".into())
+        );
     }
 }
