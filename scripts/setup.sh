@@ -28,6 +28,10 @@ if [ ! -x /usr/sbin/sshd ]; then
   nice -n 10 apt-get install -y -q openssh-server
   if [ -d /run/systemd/system ]; then systemctl disable --now ssh >/dev/null 2>&1 || true; fi
 fi
+# The boot lab's QEMU, busybox and default guest kernel (scripts/guest.sh), fetched in the
+# background while pip runs: it needs apt's lock, which the peers' install has released.
+nice -n 10 bash scripts/guest.sh &
+guest=$!
 # Independent Parquet readers (pyarrow, duckdb), Perfetto's protobuf classes (no trace
 # processor download) for tests/perfetto_check.py, the Python package's build tool and the
 # libraries its tests use it with, and ansible-core for the fleet playbook's test.
@@ -40,4 +44,5 @@ if [ ${#py_need[@]} -gt 0 ]; then
   nice -n 10 python3 -m pip install -q --root-user-action=ignore "${py_need[@]}" ||
     nice -n 10 python3 -m pip install -q --root-user-action=ignore --break-system-packages "${py_need[@]}"
 fi
+wait "$guest" || echo "setup: the boot lab's guest could not be set up (pmlab boot says what is missing)" >&2
 wait "$build"

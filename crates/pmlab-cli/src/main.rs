@@ -48,6 +48,8 @@ enum Command {
     Results(cmd::results::Args),
     /// CPU hotplug latency lab.
     Hotplug(cmd::hotplug::Args),
+    /// Guests booted per kernel, command line and vCPU count: secondary-CPU bring-up compared.
+    Boot(cmd::boot::Args),
     /// The default battery for this machine, with a report.
     Study(cmd::study::Args),
     /// Render a report for experiments in the store.
@@ -126,6 +128,7 @@ fn main() {
         Command::RunSpec(a) => cmd::run_spec::run(a),
         Command::Results(a) => cmd::results::run(a),
         Command::Hotplug(a) => cmd::hotplug::run(a),
+        Command::Boot(a) => cmd::boot::run(a),
         Command::Study(a) => cmd::study::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Whatif(a) => cmd::whatif::run(a),

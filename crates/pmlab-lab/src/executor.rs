@@ -36,6 +36,9 @@ pub enum ExecError {
     /// The hotplug lab's machine (CPUs, loaders, cgroups, tracer).
     #[error(transparent)]
     Hotplug(Box<dyn std::error::Error + Send + Sync>),
+    /// The boot lab's guest (QEMU, its kernel, what it sent back).
+    #[error(transparent)]
+    Boot(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Which hook a command is.

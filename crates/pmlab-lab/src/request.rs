@@ -2,6 +2,7 @@
 //! the seed, the reference by label, hook overrides, side sources) and the running of it:
 //! everything checked before the store is opened, then the protocol.
 
+use crate::executor::Executor;
 use crate::lab::{Lab, LabError, Sources};
 use crate::protocol::{Observer, Outcome, ProtocolError};
 use crate::spec::{Budget, Experiment, Hooks, Order, RunSpec, DEFAULT_SETTLE};
@@ -28,6 +29,8 @@ pub struct BudgetRequest {
     pub order: Order,
     /// Stop once every comparison with the reference is decided.
     pub stop_when_decided: bool,
+    /// Whether to run a discarded warm-up per configuration and workload (None: yes).
+    pub warmup: Option<bool>,
 }
 
 impl BudgetRequest {
@@ -47,7 +50,7 @@ impl BudgetRequest {
                 .unwrap_or_else(clock_seed),
             order: self.order,
             stop_when_decided: self.stop_when_decided,
-            warmup: true,
+            warmup: self.warmup.unwrap_or(true),
             settle: self
                 .settle
                 .or(file.and_then(|f| f.settle))
@@ -99,11 +102,25 @@ impl Lab {
     /// is refused before the store is opened, so it changes nothing.
     pub fn run_request(
         &self,
+        experiment: Experiment,
+        request: &Request,
+        file: Option<&RunSpec>,
+        command: &str,
+        observer: &mut dyn Observer,
+    ) -> Result<Ran, LabError> {
+        self.run_request_on(experiment, request, file, command, observer, None)
+    }
+
+    /// [`Lab::run_request`] on `executor` (another lab's: the boot lab's guests) instead of
+    /// this machine's; `None`: the machine (or the request's fake executor).
+    pub fn run_request_on(
+        &self,
         mut experiment: Experiment,
         request: &Request,
         file: Option<&RunSpec>,
         command: &str,
         observer: &mut dyn Observer,
+        executor: Option<Box<dyn Executor + '_>>,
     ) -> Result<Ran, LabError> {
         if let Some(label) = &request.reference {
             experiment.reference = experiment
@@ -139,7 +156,10 @@ impl Lab {
             self.executor(None, budget.seed, &Sources::default())?
                 .validate(&experiment)?;
         }
-        let mut exec = self.executor(request.fake_executor.as_deref(), budget.seed, &sources)?;
+        let mut exec = match executor {
+            Some(e) => e,
+            None => self.executor(request.fake_executor.as_deref(), budget.seed, &sources)?,
+        };
         exec.validate(&experiment)?;
         let mut store = Store::open(&request.db)?;
         let result = self.experiment(

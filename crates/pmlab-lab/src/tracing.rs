@@ -78,18 +78,25 @@ fn safe(label: &str) -> String {
     }
 }
 
+/// Where a run's trace file goes beside the store `db`:
+/// `STORE.traces/experiment-ID/run-NNNN-LABEL[-warmup].dat`.
+pub fn run_trace_path(db: &Path, ctx: &RunContext, label: &str) -> PathBuf {
+    run_trace_in(&traces_dir(db), ctx, label)
+}
+
+fn run_trace_in(dir: &Path, ctx: &RunContext, label: &str) -> PathBuf {
+    let kind = if ctx.warmup { "-warmup" } else { "" };
+    dir.join(format!("experiment-{}", ctx.experiment_id))
+        .join(format!(
+            "run-{:04}-{}{kind}.dat",
+            ctx.sequence + 1,
+            safe(label)
+        ))
+}
+
 impl SideSource for TraceSource {
     fn begin_run(&mut self, ctx: &RunContext, label: &str) {
-        let kind = if ctx.warmup { "-warmup" } else { "" };
-        self.current = Some(
-            self.dir
-                .join(format!("experiment-{}", ctx.experiment_id))
-                .join(format!(
-                    "run-{:04}-{}{kind}.dat",
-                    ctx.sequence + 1,
-                    safe(label)
-                )),
-        );
+        self.current = Some(run_trace_in(&self.dir, ctx, label));
         self.last = None;
     }
 

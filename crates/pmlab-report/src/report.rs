@@ -124,6 +124,8 @@ pub struct Row {
     pub runs: usize,
     /// Measured runs that failed.
     pub failed: usize,
+    /// Why they failed: each distinct first line of their errors, with its count.
+    pub errors: Vec<(String, usize)>,
     /// The primary metric over the runs that succeeded.
     pub primary: Option<Summary>,
     /// The label of the row this one is compared with (None for the reference itself).
@@ -314,6 +316,18 @@ fn build_rows(
                     .iter()
                     .filter(|r| r.status != RunStatus::Ok)
                     .count(),
+                errors: measured
+                    .iter()
+                    .filter(|r| r.status != RunStatus::Ok)
+                    .filter_map(|r| r.error.as_deref())
+                    .fold(Vec::<(String, usize)>::new(), |mut v, e| {
+                        let e = e.lines().next().unwrap_or(e).to_string();
+                        match v.iter_mut().find(|(x, _)| *x == e) {
+                            Some(x) => x.1 += 1,
+                            None => v.push((e, 1)),
+                        }
+                        v
+                    }),
                 primary: summarise(&values),
                 versus: baseline.map(|b| b.label.clone()),
                 comparison,
@@ -327,6 +341,41 @@ fn build_rows(
 
 /// Knob families that act on cpuidle (and do nothing without a cpuidle driver).
 const CPUIDLE_KNOBS: &[&str] = &["haltpoll.", "cpuidle."];
+
+/// What a boot experiment's guests were: how they ran (TCG times are the emulator's) and
+/// what each configuration booted.
+fn guest_notes(e: &StoredExperiment) -> Vec<String> {
+    let Some(g) = e.guests.first() else {
+        return Vec::new();
+    };
+    let mut notes = vec![match g.accel {
+        pmlab_store::spec::Accel::Tcg => format!(
+            "TCG: emulated CPUs; times are the emulator's ({}, {} with {}, -cpu {}, -machine {}). Why not KVM: {}",
+            g.qemu,
+            g.accel,
+            if g.accel_options.is_empty() { "no options" } else { &g.accel_options },
+            g.cpu_model,
+            g.machine,
+            g.accel_reason
+        ),
+        pmlab_store::spec::Accel::Kvm => format!(
+            "KVM: {} ({}), -cpu {}, -machine {}",
+            g.qemu, g.accel_reason, g.cpu_model, g.machine
+        ),
+    }];
+    for (c, g) in e.configurations.iter().zip(&e.guests) {
+        notes.push(format!(
+            "{}: {} {} (kernel {}), command line `{}`, {} MiB",
+            c.label,
+            g.arch,
+            g.kernel.display(),
+            g.kernel_release.as_deref().unwrap_or("of unknown release"),
+            g.cmdline,
+            g.memory_mib
+        ));
+    }
+    notes
+}
 
 /// Say so when the experiment turns cpuidle knobs on a machine without a cpuidle driver.
 fn capability_note(e: &StoredExperiment) -> Option<String> {
@@ -368,6 +417,9 @@ fn notes_for(rows: &[Row], workload: &str, multi: bool) -> Vec<String> {
                 "{prefix}{}: {} of {} runs failed (kept out of the statistics)",
                 r.label, r.failed, r.runs
             ));
+            for (error, n) in &r.errors {
+                notes.push(format!("{prefix}{}: {n}× {error}", r.label));
+            }
         }
         if let Some(s) = &r.primary {
             if !s.outliers.is_empty() {
@@ -515,6 +567,7 @@ impl Report {
             });
         }
         notes.extend(capability_note(e));
+        notes.extend(guest_notes(e));
         Ok(Report {
             header: header_of(e),
             systems: e.system.iter().cloned().collect(),
@@ -759,6 +812,9 @@ impl WorkloadReport {
                 r.runs.to_string()
             };
             let verdict = match (&r.comparison, &r.versus) {
+                _ if r.primary.is_none() && r.failed > 0 => {
+                    format!("no verdict: all {} runs failed", r.failed)
+                }
                 (Some(c), Some(v)) if single_baseline.is_none() => format!("vs {v}: {}", c.verdict),
                 (Some(c), _) => c.verdict.clone(),
                 (None, _) if single_baseline.as_ref() == Some(&r.label) => "reference".into(),

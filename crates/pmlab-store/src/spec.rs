@@ -183,6 +183,8 @@ pub enum Kind {
     Hotplug,
     /// A hotplug fault-injection walk (`pmlab hotplug --inject-fail`): one run per attempt.
     Inject,
+    /// Guests booted per configuration and vCPU count (`pmlab boot`): one run per boot.
+    Boot,
 }
 
 impl Kind {
@@ -194,6 +196,7 @@ impl Kind {
             Kind::RunSpec => "run-spec",
             Kind::Hotplug => "hotplug",
             Kind::Inject => "inject",
+            Kind::Boot => "boot",
         }
     }
     /// The kind a store row names; a word this build does not know reads as `RunSpec`.
@@ -203,6 +206,7 @@ impl Kind {
             "sweep" => Kind::Sweep,
             "hotplug" => Kind::Hotplug,
             "inject" => Kind::Inject,
+            "boot" => Kind::Boot,
             _ => Kind::RunSpec,
         }
     }
@@ -240,6 +244,89 @@ pub struct Experiment {
     /// group) pairs. Empty: every workload is a group of its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<Vec<usize>>,
+    /// What each configuration boots, in configuration order (`pmlab boot`); empty for
+    /// experiments that boot nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guests: Vec<GuestSpec>,
+}
+
+/// A guest's architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GuestArch {
+    /// x86-64, booted by `qemu-system-x86_64`.
+    X86_64,
+    /// arm64 (aarch64), booted by `qemu-system-aarch64` on the `virt` machine.
+    Arm64,
+}
+
+impl GuestArch {
+    /// The name users write (`x86_64`, `arm64`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "x86_64",
+            GuestArch::Arm64 => "arm64",
+        }
+    }
+}
+
+impl std::fmt::Display for GuestArch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How QEMU runs a guest's CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accel {
+    /// Hardware virtualization through `/dev/kvm`.
+    Kvm,
+    /// QEMU's emulator: emulated CPUs, times are the emulator's.
+    Tcg,
+}
+
+impl Accel {
+    /// QEMU's name (`kvm`, `tcg`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+impl std::fmt::Display for Accel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one configuration of a boot experiment boots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuestSpec {
+    /// The guest's architecture.
+    pub arch: GuestArch,
+    /// The kernel image booted.
+    pub kernel: std::path::PathBuf,
+    /// Its release, as its image says (`6.12.95+deb12-cloud-amd64`), when it says.
+    pub kernel_release: Option<String>,
+    /// The configuration's own command-line words (pmlab adds its console and tracing words).
+    pub cmdline: String,
+    /// Guest memory, MiB.
+    pub memory_mib: u32,
+    /// QEMU machine type (`pc`, `q35`, `virt`).
+    pub machine: String,
+    /// QEMU CPU model with its options (`max,la57=off,cx16=off`).
+    pub cpu_model: String,
+    /// The accelerator the boots ran on.
+    pub accel: Accel,
+    /// The accelerator's own options as given to QEMU (`tcg,thread=multi`).
+    pub accel_options: String,
+    /// Why this accelerator (e.g. why KVM could not boot the guest here).
+    pub accel_reason: String,
+    /// The QEMU binary and its version.
+    pub qemu: String,
 }
 
 impl Experiment {
@@ -287,6 +374,7 @@ impl Experiment {
             swept: Vec::new(),
             hooks: Hooks::default(),
             groups: Vec::new(),
+            guests: Vec::new(),
         })
     }
 

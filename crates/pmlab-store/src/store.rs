@@ -489,6 +489,8 @@ pub struct StoredExperiment {
     pub system: Option<SystemSnapshot>,
     /// Swept knob names (sweeps only).
     pub swept: Vec<String>,
+    /// What each configuration booted (boot experiments only).
+    pub guests: Vec<spec::GuestSpec>,
 }
 
 impl StoredRun {
@@ -1092,8 +1094,8 @@ impl Store {
                 id,
             })?;
         let spec_json = self.spec_json(id)?;
-        let swept = serde_json::from_str::<spec::Experiment>(&spec_json)
-            .map(|e| e.swept)
+        let (swept, guests) = serde_json::from_str::<spec::Experiment>(&spec_json)
+            .map(|e| (e.swept, e.guests))
             .unwrap_or_default();
 
         let mut configurations = Vec::new();
@@ -1234,6 +1236,7 @@ impl Store {
             runs,
             system,
             swept,
+            guests,
         })
     }
 }

@@ -33,6 +33,10 @@ pub struct Caps {
     pub tracefs: bool,
     /// cpufreq policies exist.
     pub cpufreq: bool,
+    /// The default guest kernel the boot stage boots (QEMU and busybox found too).
+    pub guest_kernel: Option<std::path::PathBuf>,
+    /// Why there is no guest to boot, when there is none.
+    pub no_guest: Option<String>,
 }
 
 fn read(root: &Path, abs: &str) -> Option<String> {
@@ -85,6 +89,8 @@ impl Caps {
             hotpluggable.remove(0);
         }
         let root_user = is_root();
+        // Guests boot on this machine, whatever root the rest is read under.
+        let guest = pmlab_boot::lab::available_guest();
         let items = info
             .items
             .iter()
@@ -110,6 +116,8 @@ impl Caps {
             hotpluggable,
             tracefs: root_user && info.trace_writable,
             cpufreq: info.cpufreq,
+            guest_kernel: guest.as_ref().ok().cloned(),
+            no_guest: guest.err().map(|e| pmlab_kernel::error_chain(&e)),
         }
     }
 

@@ -69,6 +69,9 @@ pub(crate) enum StepError {
     /// The predicted-polling stage needs the wakeup stage, which did not run.
     #[error("the wakeup stage did not run here, and its trace is what is replayed")]
     NoWakeupStage,
+    /// The boot lab refused or failed.
+    #[error(transparent)]
+    Boot(Box<pmlab_boot::BootError>),
 }
 
 impl StepError {
@@ -254,6 +257,46 @@ fn run_experiment_step(
     }
 }
 
+fn run_boot_step(
+    opts: &Options,
+    host: &mut dyn Host,
+    clock: &Clock,
+    p: &plan::BootPlan,
+) -> Result<(i64, StopReason, String), StepError> {
+    let boot = pmlab_boot::BootOptions {
+        configs: p
+            .cmdlines
+            .iter()
+            .map(|c| pmlab_boot::GuestConfig {
+                label: None,
+                kernel: p.kernel.clone(),
+                cmdline: c.clone(),
+            })
+            .collect(),
+        vcpus: p.vcpus.clone(),
+        db: opts.db.clone(),
+        ..Default::default()
+    };
+    let prepared = pmlab_boot::lab::prepare(&boot).map_err(|e| StepError::Boot(Box::new(e)))?;
+    let mut exec = prepared.executor;
+    let mut store = Store::open(&opts.db)?;
+    let mut obs = StageObserver {
+        host,
+        clock,
+        stage: Stage::Boot,
+    };
+    let o = protocol::run_experiment(
+        &mut store,
+        &mut exec,
+        &prepared.experiment,
+        &p.budget,
+        &opts.command,
+        &opts.stop,
+        &mut obs,
+    )?;
+    Ok((o.experiment_id, o.stop, o.stop_description))
+}
+
 fn run_hotplug_step(
     opts: &Options,
     host: &mut dyn Host,
@@ -387,6 +430,12 @@ pub fn run(opts: &Options, host: &mut dyn Host) -> Result<Outcome, StudyError> {
                             (id, interrupted)
                         }),
                         Step::Hotplug(h) => run_hotplug_step(opts, host, &clock, h),
+                        Step::Boot(b) => {
+                            run_boot_step(opts, host, &clock, b).map(|(id, stop, desc)| {
+                                reasons.push(desc);
+                                (id, matches!(stop, StopReason::Interrupted))
+                            })
+                        }
                         Step::PredictPolling => {
                             match predict_step(opts, &rec.stages) {
                                 Ok(sentence) => reasons.push(sentence),

@@ -28,11 +28,13 @@ pub enum Stage {
     PollingPredicted,
     /// CPU-bound runtime.
     Cpu,
+    /// Guests booted under QEMU: secondary-CPU bring-up (`pmlab boot`).
+    Boot,
 }
 
 impl Stage {
     /// Every stage, in run order.
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Idle,
         Stage::Polling,
         Stage::Governors,
@@ -40,6 +42,7 @@ impl Stage {
         Stage::Wakeups,
         Stage::PollingPredicted,
         Stage::Cpu,
+        Stage::Boot,
     ];
     /// The stage's name (`idle`, `polling-predicted`, ...), as `--only` takes it.
     pub fn as_str(self) -> &'static str {
@@ -51,6 +54,7 @@ impl Stage {
             Stage::Wakeups => "wakeups",
             Stage::PollingPredicted => "polling-predicted",
             Stage::Cpu => "cpu",
+            Stage::Boot => "boot",
         }
     }
     /// The stage `--only` names; refused when it names none.
@@ -97,6 +101,21 @@ pub enum Step {
     Hotplug(HotplugPlan),
     /// Replay the wakeup stage's traced run under the haltpoll governor.
     PredictPolling,
+    /// Guests booted through the boot lab.
+    Boot(BootPlan),
+}
+
+/// The boot stage's guests: set-up's default kernel per command line, per vCPU count.
+#[derive(Debug, Clone)]
+pub struct BootPlan {
+    /// The kernel booted.
+    pub kernel: std::path::PathBuf,
+    /// Each configuration's command-line words.
+    pub cmdlines: Vec<String>,
+    /// vCPU counts.
+    pub vcpus: Vec<u32>,
+    /// Its budget.
+    pub budget: Budget,
 }
 
 /// A stage's plan: its steps and an estimate, or a reason to skip it.
@@ -322,6 +341,41 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 }],
                 estimate: secs(pick(quick, 2.0, 15.0)),
                 notes,
+            }
+        }
+        Stage::Boot => {
+            let Some(kernel) = caps.guest_kernel.clone() else {
+                return StagePlan::Skip(
+                    caps.no_guest
+                        .clone()
+                        .unwrap_or_else(|| "no guest to boot was detected".into()),
+                );
+            };
+            // Quick: one 2-vCPU boot (bring-up and its steps) fits the quick study's 90 s.
+            // Full: serial against parallel bring-up (cpuhp.parallel, 6.5+) at 2, 4 and 8
+            // vCPUs, three rounds.
+            let (cmdlines, vcpus, runs, max) = if quick {
+                (vec![String::new()], vec![2], 1, 60.0)
+            } else {
+                (
+                    vec![
+                        "cpuhp.parallel=0".to_string(),
+                        "cpuhp.parallel=1".to_string(),
+                    ],
+                    vec![2, 4, 8],
+                    18,
+                    600.0,
+                )
+            };
+            StagePlan::Run {
+                steps: vec![Step::Boot(BootPlan {
+                    kernel,
+                    cmdlines,
+                    vcpus,
+                    budget: budget(seed, runs, secs(max), false),
+                })],
+                estimate: secs(pick(quick, 15.0, 360.0)),
+                notes: vec![],
             }
         }
     }

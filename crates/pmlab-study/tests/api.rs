@@ -27,6 +27,7 @@ fn guest() -> Caps {
         polling_knob: Some("haltpoll.guest_halt_poll_ns".into()),
         hotpluggable: vec![1],
         tracefs: true,
+        guest_kernel: Some("/var/cache/pmlab/guest/x86_64/vmlinuz-6.12".into()),
         ..Caps::default()
     }
 }
@@ -63,6 +64,39 @@ fn stage_names_parse_and_unknown_ones_are_refused() {
     }
     let e = Stage::parse("polling-sweep").unwrap_err();
     assert!(e.to_string().contains("polling-predicted"), "{e}");
+}
+
+it_test!(the_boot_stage_boots_a_guest_where_one_is_found_and_says_why_not_elsewhere);
+fn the_boot_stage_boots_a_guest_where_one_is_found_and_says_why_not_elsewhere() {
+    let caps = guest();
+    match plan::plan(Stage::Boot, &caps, false, 7) {
+        StagePlan::Run { steps, .. } => match steps.as_slice() {
+            [Step::Boot(b)] => {
+                assert_eq!(b.cmdlines, ["cpuhp.parallel=0", "cpuhp.parallel=1"]);
+                assert_eq!(b.vcpus, [2, 4, 8]);
+            }
+            s => panic!("{s:?}"),
+        },
+        p => panic!("{p:?}"),
+    }
+    match plan::plan(Stage::Boot, &caps, true, 7) {
+        StagePlan::Run { steps, .. } => match steps.as_slice() {
+            [Step::Boot(b)] => {
+                assert_eq!((b.vcpus.as_slice(), b.budget.max_runs), (&[2][..], Some(1)))
+            }
+            s => panic!("{s:?}"),
+        },
+        p => panic!("{p:?}"),
+    }
+    let none = Caps {
+        guest_kernel: None,
+        no_guest: Some(
+            "QEMU (qemu-system-x86_64) not found: apt-get install qemu-system-x86".into(),
+        ),
+        ..guest()
+    };
+    let p = plan::plan(Stage::Boot, &none, true, 7);
+    assert!(skip_reason(&p).is_some_and(|r| r.contains("QEMU")), "{p:?}");
 }
 
 it_test!(a_guest_with_haltpoll_runs_every_stage);

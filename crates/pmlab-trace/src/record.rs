@@ -747,65 +747,29 @@ impl Recorder {
         let mut header = self.machine_header()?;
         header.trace_clock = trace_clock;
         header.cpu_stats = cpu_stats;
-        let layout = page_layout(&header);
-        let names = EventNames::from_header(&header);
-
-        let max_cpu = self.readers.iter().map(|r| r.cpu).max().unwrap_or(0);
-        let mut cpus = Vec::new();
-        let (mut events, mut lost, mut lost_pages, mut pages) = (vec![], vec![], vec![], vec![]);
-        let mut by_id: HashMap<u16, u64> = HashMap::new();
-        let mut comms: BTreeMap<i32, String> = BTreeMap::new();
-        for (r, stat_lost) in self.readers.iter().zip(&stats) {
-            let scan = scan_file(
-                &r.tmp,
-                self.page_size as usize,
-                &layout,
-                &names,
-                &mut by_id,
-                &mut comms,
-            )?;
-            cpus.push(r.cpu);
-            events.push(scan.events);
-            lost_pages.push(scan.lost);
-            lost.push(scan.lost.max(*stat_lost));
-            pages.push(scan.pages);
-        }
-        header.cmdlines = merged_cmdlines(&self.tracefs_dir, &comms);
-
-        let mut sources: Vec<Option<&Path>> = vec![None; max_cpu as usize + 1];
-        for r in &self.readers {
-            sources[r.cpu as usize] = Some(&r.tmp);
-        }
-        let data: Vec<CpuData> = sources
+        let buffers: Vec<(u32, &Path, u64)> = self
+            .readers
             .iter()
-            .map(|s| s.map(CpuData::File).unwrap_or(CpuData::Bytes(&[])))
+            .zip(&stats)
+            .map(|(r, lost)| (r.cpu, r.tmp.as_path(), *lost))
             .collect();
-        let bytes = writer::write_trace_dat_v6(&self.opts.output, &header, &data)?;
-
-        let mut events_by_name: Vec<(String, u64)> = by_id
-            .into_iter()
-            .map(|(id, n)| (names.name(id), n))
-            .collect();
-        events_by_name.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let summary = assemble(
+            &self.opts.output,
+            header,
+            &buffers,
+            self.page_size,
+            &self.tracefs_dir,
+        );
         self.remove_temps();
-        Ok(RecordSummary {
-            path: self.opts.output.clone(),
-            cpus,
-            events_per_cpu: events,
-            lost_per_cpu: lost,
-            lost_in_pages_per_cpu: lost_pages,
-            lost_in_stats_per_cpu: stats,
-            pages_per_cpu: pages,
-            events_by_name,
-            bytes,
-            duration_ns: duration.as_nanos() as u64,
-            notes: self.notes.clone(),
-            transport: if splice_used {
-                "splice".into()
-            } else {
-                "read".into()
-            },
-        })
+        let mut summary = summary?;
+        summary.duration_ns = duration.as_nanos() as u64;
+        summary.notes = self.notes.clone();
+        summary.transport = if splice_used {
+            "splice".into()
+        } else {
+            "read".into()
+        };
+        Ok(summary)
     }
 
     /// Overrun + commit overrun + dropped events of one CPU buffer.
@@ -819,39 +783,8 @@ impl Recorder {
 
     /// The machine's metadata for the events we enabled.
     fn machine_header(&self) -> Result<TraceDatHeader, RecordError> {
-        let t = &self.tracefs_dir;
-        let rd = |p: PathBuf| tracefs::read_bytes(&p);
-        let mut h = TraceDatHeader {
-            page_size: self.page_size,
-            header_page: rd(t.join("events/header_page"))?,
-            header_event: rd(t.join("events/header_event"))?,
-            ..TraceDatHeader::default()
-        };
-        for ev in tracefs::system_events(t, "ftrace").unwrap_or_default() {
-            if let Ok(f) = tracefs::read_bytes(&t.join("events/ftrace").join(&ev).join("format")) {
-                h.ftrace_formats.push(f);
-            }
-        }
-        let mut systems: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (sys, ev) in &self.enabled {
-            let list = systems.entry(sys.clone()).or_default();
-            match ev {
-                Some(e) => list.push(e.clone()),
-                None => list.extend(tracefs::system_events(t, sys)?),
-            }
-        }
-        for (sys, mut evs) in systems {
-            evs.sort();
-            evs.dedup();
-            let mut formats = Vec::new();
-            for ev in evs {
-                let p = t.join("events").join(&sys).join(&ev).join("format");
-                formats.push(rd(p)?);
-            }
-            h.event_systems.push(EventSystem { name: sys, formats });
-        }
+        let mut h = tracefs_header(&self.tracefs_dir, self.page_size, &self.enabled)?;
         h.kallsyms = tracefs::read_bytes(&self.kallsyms).unwrap_or_default();
-        h.printk_formats = tracefs::read_bytes(&t.join("printk_formats")).unwrap_or_default();
         h.uname = uname();
         Ok(h)
     }
@@ -882,6 +815,201 @@ impl Drop for Recorder {
         }
         self.remove_temps();
     }
+}
+
+/// A trace.dat header from a tracefs directory: its header files, `ftrace` formats, the
+/// formats of the `enabled` events (a whole system when the event is None) and
+/// `printk_formats`. The caller adds kallsyms, uname, clock and stats.
+fn tracefs_header(
+    t: &Path,
+    page_size: u32,
+    enabled: &[EventSelection],
+) -> Result<TraceDatHeader, RecordError> {
+    let rd = |p: PathBuf| tracefs::read_bytes(&p);
+    let mut h = TraceDatHeader {
+        page_size,
+        header_page: rd(t.join("events/header_page"))?,
+        header_event: rd(t.join("events/header_event"))?,
+        ..TraceDatHeader::default()
+    };
+    for ev in tracefs::system_events(t, "ftrace").unwrap_or_default() {
+        if let Ok(f) = tracefs::read_bytes(&t.join("events/ftrace").join(&ev).join("format")) {
+            h.ftrace_formats.push(f);
+        }
+    }
+    let mut systems: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (sys, ev) in enabled {
+        let list = systems.entry(sys.clone()).or_default();
+        match ev {
+            Some(e) => list.push(e.clone()),
+            None => list.extend(tracefs::system_events(t, sys)?),
+        }
+    }
+    for (sys, mut evs) in systems {
+        evs.sort();
+        evs.dedup();
+        let mut formats = Vec::new();
+        for ev in evs {
+            let p = t.join("events").join(&sys).join(&ev).join("format");
+            formats.push(rd(p)?);
+        }
+        h.event_systems.push(EventSystem { name: sys, formats });
+    }
+    h.printk_formats = tracefs::read_bytes(&t.join("printk_formats")).unwrap_or_default();
+    Ok(h)
+}
+
+/// Scan each CPU's page file (CPU, pages, loss from its stats), write the trace.dat file and
+/// say what it holds. The one tail of a live recording ([`Recorder::stop`]) and an
+/// extraction ([`extract`]); duration, notes and transport are the caller's.
+fn assemble(
+    output: &Path,
+    mut header: TraceDatHeader,
+    buffers: &[(u32, &Path, u64)],
+    page_size: u32,
+    tracefs_dir: &Path,
+) -> Result<RecordSummary, RecordError> {
+    let layout = page_layout(&header);
+    let names = EventNames::from_header(&header);
+    let max_cpu = buffers.iter().map(|b| b.0).max().unwrap_or(0);
+    let mut cpus = Vec::new();
+    let (mut events, mut lost, mut lost_pages, mut pages) = (vec![], vec![], vec![], vec![]);
+    let mut by_id: HashMap<u16, u64> = HashMap::new();
+    let mut comms: BTreeMap<i32, String> = BTreeMap::new();
+    for &(cpu, file, stat_lost) in buffers {
+        let scan = scan_file(
+            file,
+            page_size as usize,
+            &layout,
+            &names,
+            &mut by_id,
+            &mut comms,
+        )?;
+        cpus.push(cpu);
+        events.push(scan.events);
+        lost_pages.push(scan.lost);
+        lost.push(scan.lost.max(stat_lost));
+        pages.push(scan.pages);
+    }
+    header.cmdlines = merged_cmdlines(tracefs_dir, &comms);
+    let mut sources: Vec<Option<&Path>> = vec![None; max_cpu as usize + 1];
+    for &(cpu, file, _) in buffers {
+        sources[cpu as usize] = Some(file);
+    }
+    let data: Vec<CpuData> = sources
+        .iter()
+        .map(|s| s.map(CpuData::File).unwrap_or(CpuData::Bytes(&[])))
+        .collect();
+    let bytes = writer::write_trace_dat_v6(output, &header, &data)?;
+    let mut events_by_name: Vec<(String, u64)> = by_id
+        .into_iter()
+        .map(|(id, n)| (names.name(id), n))
+        .collect();
+    events_by_name.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(RecordSummary {
+        path: output.to_path_buf(),
+        cpus,
+        events_per_cpu: events,
+        lost_per_cpu: lost,
+        lost_in_pages_per_cpu: lost_pages,
+        lost_in_stats_per_cpu: buffers.iter().map(|b| b.2).collect(),
+        pages_per_cpu: pages,
+        events_by_name,
+        bytes,
+        duration_ns: 0,
+        notes: Vec::new(),
+        transport: String::new(),
+    })
+}
+
+/// The machine a copied tracefs tree came from, where it differs from this one.
+#[derive(Debug, Clone)]
+pub struct ExtractOptions {
+    /// The traced machine is big-endian.
+    pub big_endian: bool,
+    /// Size of the traced machine's `long` (4 or 8).
+    pub long_size: u8,
+    /// `uname` as "sysname nodename release machine", when known.
+    pub uname: Option<String>,
+}
+
+impl Default for ExtractOptions {
+    fn default() -> Self {
+        let h = TraceDatHeader::default();
+        ExtractOptions {
+            big_endian: h.big_endian,
+            long_size: h.long_size,
+            uname: None,
+        }
+    }
+}
+
+/// Extract mode: write the trace.dat of a tracefs tree copied from another kernel (a guest's
+/// boot-time buffer). `dir` holds what the copier took from the global buffer:
+/// `events/header_page`, `events/header_event`, `events/SYSTEM/EVENT/format` of the events
+/// it recorded (and of `ftrace`), `per_cpu/cpuN/trace_pipe_raw` (its pages, as read) and
+/// `per_cpu/cpuN/stats`, and optionally `trace_clock`, `saved_cmdlines`, `printk_formats`,
+/// `kallsyms` and `buffer_subbuf_size_kb` (default page size: 4096). Lost events are counted
+/// from the pages and the stats, as for a live recording.
+pub fn extract(
+    dir: &Path,
+    output: &Path,
+    opts: &ExtractOptions,
+) -> Result<RecordSummary, RecordError> {
+    let page_size = tracefs::read_file(&dir.join("buffer_subbuf_size_kb"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(4096);
+    let mut enabled = Vec::new();
+    for sys in tracefs::event_systems(dir)? {
+        if sys == "ftrace" {
+            continue;
+        }
+        for ev in tracefs::system_events(dir, &sys)? {
+            if dir
+                .join("events")
+                .join(&sys)
+                .join(&ev)
+                .join("format")
+                .is_file()
+            {
+                enabled.push((sys.clone(), Some(ev)));
+            }
+        }
+    }
+    let mut header = tracefs_header(dir, page_size, &enabled)?;
+    header.big_endian = opts.big_endian;
+    header.long_size = opts.long_size;
+    header.uname = opts.uname.clone();
+    header.kallsyms = tracefs::read_bytes(&dir.join("kallsyms")).unwrap_or_default();
+    header.trace_clock = tracefs::read_file(&dir.join("trace_clock")).ok();
+    let mut found: Vec<(u32, PathBuf, String)> = Vec::new();
+    let per_cpu = dir.join("per_cpu");
+    for e in fs::read_dir(&per_cpu).map_err(io_err(&per_cpu))? {
+        let e = e.map_err(io_err(&per_cpu))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(cpu) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let raw = e.path().join("trace_pipe_raw");
+        if raw.is_file() {
+            let stats = tracefs::read_file(&e.path().join("stats")).unwrap_or_default();
+            found.push((cpu, raw, stats));
+        }
+    }
+    found.sort_by_key(|f| f.0);
+    header.cpu_stats = found
+        .iter()
+        .map(|(cpu, _, s)| format!("CPU: {cpu}\n{s}"))
+        .collect();
+    let buffers: Vec<(u32, &Path, u64)> = found
+        .iter()
+        .map(|(cpu, raw, s)| (*cpu, raw.as_path(), parse_stats_lost(s)))
+        .collect();
+    let mut summary = assemble(output, header, &buffers, page_size, dir)?;
+    summary.transport = "extract".into();
+    Ok(summary)
 }
 
 /// Sum of the loss counters in a `per_cpu/cpuN/stats` file.

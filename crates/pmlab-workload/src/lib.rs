@@ -19,6 +19,7 @@ mod pipe;
 pub mod placement;
 pub mod spec;
 mod spin;
+pub mod supervised;
 pub mod units;
 mod wakeup;
 

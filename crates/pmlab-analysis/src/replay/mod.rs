@@ -6,6 +6,7 @@
 //! The idle periods come from [`crate::idle::periods`] and each period's wake from the
 //! wakeups walk ([`crate::wakeups::analyze_detailed`]): no second walk of the events.
 
+pub mod cpuidle;
 pub mod governor;
 mod report;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! One module per subcommand; each has `Args` (clap) and `run(Args)`.
 
 pub mod analyze;
+pub mod boot;
 pub mod compare;
 pub mod dump;
 pub mod export;

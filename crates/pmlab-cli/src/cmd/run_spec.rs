@@ -215,6 +215,17 @@ pub fn execute(
     opts: &ExperimentOpts,
     file_budget: Option<&spec::RunSpec>,
 ) -> anyhow::Result<()> {
+    execute_on(experiment, opts, file_budget, None, None)
+}
+
+/// [`execute`] on another lab's executor (the boot lab's guests), with its warm-up choice.
+pub fn execute_on(
+    experiment: Experiment,
+    opts: &ExperimentOpts,
+    file_budget: Option<&spec::RunSpec>,
+    executor: Option<Box<dyn pmlab_lab::executor::Executor + '_>>,
+    warmup: Option<bool>,
+) -> anyhow::Result<()> {
     let request = Request {
         db: opts.db.clone(),
         reference: opts.reference.clone(),
@@ -235,6 +246,7 @@ pub fn execute(
                 OrderArg::Sequential => Order::Sequential,
             },
             stop_when_decided: !opts.no_early_stop,
+            warmup,
         },
         sources: Sources {
             trace: opts
@@ -247,7 +259,14 @@ pub fn execute(
     let side = SideSelection::parse(&opts.side);
     let lab = Lab::open()?;
     let mut bar = Bar::new(opts.quiet);
-    let ran = lab.run_request(experiment, &request, file_budget, &command_line(), &mut bar);
+    let ran = lab.run_request_on(
+        experiment,
+        &request,
+        file_budget,
+        &command_line(),
+        &mut bar,
+        executor,
+    );
     bar.bar.finish_and_clear();
     let Ran { store, result, .. } = ran?;
     let outcome: Outcome = match result {

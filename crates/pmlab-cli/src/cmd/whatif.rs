@@ -1,5 +1,6 @@
-//! `pmlab whatif`: what idle polling would have done, from one trace — parse the arguments,
-//! call the replay engine (`pmlab_analysis::replay`) and print its report.
+//! `pmlab whatif`: what idle polling, or another cpuidle governor, would have done, from one
+//! trace — parse the arguments, call the replay engine (`pmlab_analysis::replay`, its
+//! `cpuidle` part for `--governor`) and print its report.
 
 use anyhow::{bail, Context};
 use pmlab_analysis::replay::{self, Config, HaltpollParams, Policy};
@@ -16,6 +17,10 @@ const EXAMPLES: &str = "Examples:
   pmlab whatif nopoll.dat --calibrate polling.dat      # poll-path costs from another trace
   pmlab whatif t.dat --json | jq '.values[] | {value_ns, caught, us_per_op}'
   pmlab whatif --run 42                                # a stored run of `compare --trace`
+  pmlab whatif t.dat --governor menu                   # menu on this machine's idle states
+  pmlab whatif t.dat --governor teo --root /srv/snap/spr --latency-limit 20us
+  pmlab whatif t.dat --governor menu --states states.toml --recorded-states juno.toml
+  pmlab whatif t.dat --governor haltpoll --values 200us --disable POLL --tick stopped
 
 Replays each idle period of the trace (its entry, the interrupts inside it that woke nobody,
 and the wake that ended it, with the waker's request time) under a poll policy: a wake
@@ -25,7 +30,14 @@ idle), wake latency saved, and for a ping-pong workload the predicted µs/op bet
 first-order (trace timestamps) and causal (the chain shifted) replays; then the knee, the
 marginal point and the Pareto frontier. Values take units (5us, 0.2ms; a bare number is ns).
 Needs sched_waking, ipi_send_cpu, irq_vectors and cpu_idle or sched_switch events
-(`pmlab record` records them by default).";
+(`pmlab record` records them by default).
+
+With --governor, replays each idle period instead through a cpuidle governor (menu, teo,
+ladder, haltpoll as in Linux 6.18) onto a state table (this machine's, a --root tree's, or
+--states FILE.toml), and prints per state, as recorded and replayed: entries, use and time
+shares, above and below, wakeups, energy where the table gives powers; then exit latency
+paid by wakeups (p50, p99) and how often the replay chose the recorded state. Needs
+power:cpu_idle. See docs/whatif.md.";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -73,6 +85,74 @@ pub struct Args {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
+    /// Replay a cpuidle governor instead of a poll policy: menu, teo, ladder or haltpoll
+    /// (with haltpoll, one --values value is guest_halt_poll_ns).
+    #[arg(long, value_name = "GOV", conflicts_with_all = ["reverse", "calibrate", "workload_pids"])]
+    governor: Option<String>,
+    /// The state table replayed onto, written by hand (TOML: [[state]] name,
+    /// exit_latency_us, target_residency_us, power_mw); default this machine's.
+    #[arg(
+        long,
+        value_name = "FILE.toml",
+        requires = "governor",
+        conflicts_with = "root"
+    )]
+    states: Option<PathBuf>,
+    /// Read the state table replayed onto from this tree (a machine's sysfs snapshot).
+    #[arg(long, value_name = "DIR", requires = "governor")]
+    root: Option<PathBuf>,
+    /// The table the trace's state indices refer to, when the trace was recorded elsewhere
+    /// (default: the table replayed onto).
+    #[arg(
+        long,
+        value_name = "FILE.toml",
+        requires = "governor",
+        conflicts_with = "recorded_root"
+    )]
+    recorded_states: Option<PathBuf>,
+    /// The recorded machine's state table from its sysfs tree.
+    #[arg(long, value_name = "DIR", requires = "governor")]
+    recorded_root: Option<PathBuf>,
+    /// The kernel version whose governor set is checked (the model is Linux 6.18's).
+    #[arg(
+        long,
+        value_name = "VERSION",
+        default_value = "6.18",
+        requires = "governor"
+    )]
+    kernel: String,
+    /// PM QoS resume latency limit (e.g. 20us; 0 allows polling only); default none.
+    #[arg(long, value_name = "DURATION", requires = "governor")]
+    latency_limit: Option<String>,
+    /// The tick: idle (NO_HZ_IDLE: the governor may stop it), stopped (at every selection),
+    /// periodic (never stopped).
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "idle",
+        requires = "governor"
+    )]
+    tick: String,
+    /// CONFIG_HZ of the machine replayed onto (the tick's period).
+    #[arg(long, value_name = "HZ", default_value_t = 250, requires = "governor")]
+    hz: u64,
+    /// States disabled, by name or index (e.g. POLL,3); the table's own stay disabled.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        requires = "governor"
+    )]
+    disable: Vec<String>,
+    /// Where the trace shows no wake source (no irq, IPI or timer events): take each idle
+    /// period to end at its next timer (timer), or the governor to know no timer (no-timer).
+    #[arg(
+        long,
+        value_name = "HOW",
+        default_value = "timer",
+        requires = "governor"
+    )]
+    unknown_wakes: String,
     #[command(flatten)]
     out: super::FormatArgs,
 }
@@ -108,6 +188,9 @@ fn parse_params(s: &str) -> anyhow::Result<HaltpollParams> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.governor.is_some() {
+        return run_governor(args);
+    }
     // Everything the user typed is checked before any trace is read.
     let policy: Policy = args.policy.parse()?;
     let values: Vec<u64> = if args.values.is_empty() {
@@ -171,5 +254,95 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     std::mem::forget(trace);
     print!("{}", tables::whatif(&file, &report, args.out.get())?);
+    Ok(())
+}
+
+/// A state table from a TOML file, a root, or this machine.
+fn state_table(
+    toml: Option<&PathBuf>,
+    root: Option<&PathBuf>,
+) -> anyhow::Result<replay::cpuidle::states::StateTable> {
+    use replay::cpuidle::states::StateTable;
+    Ok(match (toml, root) {
+        (Some(f), _) => StateTable::load(f)?,
+        (None, Some(r)) => StateTable::of_root(&pmlab_kernel::Root::new(r))?,
+        (None, None) => StateTable::of_root(&pmlab_kernel::Root::system())?,
+    })
+}
+
+fn run_governor(args: Args) -> anyhow::Result<()> {
+    use replay::cpuidle::{self, GovConfig};
+    // Everything typed is checked, and the tables read, before the trace is.
+    let governor: cpuidle::Governor = args.governor.as_deref().unwrap_or_default().parse()?;
+    let kernel: cpuidle::KernelVersion = args.kernel.parse()?;
+    let tick: cpuidle::TickMode = args.tick.parse().map_err(anyhow::Error::msg)?;
+    let unknown_wakes: cpuidle::UnknownWakes =
+        args.unknown_wakes.parse().map_err(anyhow::Error::msg)?;
+    if args.hz == 0 || args.hz > 10_000 {
+        bail!(
+            "--hz {}: expected CONFIG_HZ, e.g. 100, 250, 300 or 1000",
+            args.hz
+        );
+    }
+    let latency_limit = args
+        .latency_limit
+        .as_deref()
+        .map(|v| {
+            pmlab_workload::units::parse_ns(v)
+                .map(pmlab_kernel::units::Nanos)
+                .map_err(|e| anyhow::anyhow!("--latency-limit {v:?}: {e}"))
+        })
+        .transpose()?;
+    let mut haltpoll = replay::governor::machine_or_default().0;
+    match args.values.as_slice() {
+        [] => {}
+        [v] => haltpoll.guest_halt_poll_ns = parse_value(v)?,
+        _ => bail!("--values with --governor takes one value: haltpoll's guest_halt_poll_ns"),
+    }
+    if let Some(s) = &args.haltpoll_params {
+        let p = parse_params(s)?;
+        haltpoll = replay::HaltpollParams {
+            guest_halt_poll_ns: haltpoll.guest_halt_poll_ns,
+            ..p
+        };
+    }
+    let mut table = state_table(args.states.as_ref(), args.root.as_ref())?;
+    table.disable(&args.disable)?;
+    let recorded = match (&args.recorded_states, &args.recorded_root) {
+        (None, None) => {
+            let mut t = table.clone();
+            t.states.iter_mut().for_each(|s| s.disabled = false);
+            t
+        }
+        (s, r) => state_table(s.as_ref(), r.as_ref())?,
+    };
+    let cpus = super::analyze::parse_cpus(args.cpus.as_deref())?;
+    let opts = Options {
+        cpus,
+        ..Options::default()
+    };
+    let file = match (&args.file, args.run) {
+        (Some(f), _) => f.clone(),
+        (None, Some(run)) => {
+            pmlab_store::store::Store::open_existing(&args.db)?.trace_of_run(run)?
+        }
+        (None, None) => unreachable!("clap requires FILE or --run"),
+    };
+    let trace = pmlab_trace::open(&file)
+        .with_context(|| format!("cannot read trace {}", file.display()))?;
+    let cfg = GovConfig {
+        governor,
+        kernel,
+        latency_limit,
+        tick,
+        tick_ns: 1_000_000_000 / args.hz,
+        haltpoll,
+        unknown_wakes,
+    };
+    let report = cpuidle::replay(&trace, &opts, &cfg, &table, &recorded)?;
+    print!(
+        "{}",
+        tables::whatif_governor(&file, &report, args.out.get())?
+    );
     Ok(())
 }

@@ -12,6 +12,7 @@ mod sshd;
 mod util;
 
 mod analyze;
+mod boot;
 mod bundle;
 mod dump;
 mod energy;

@@ -4,6 +4,7 @@
 use super::{Format, RenderError};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Comfy};
 use pmlab_analysis::all::{Analyzed, Section};
+use pmlab_analysis::replay::cpuidle::GovernorReport;
 use pmlab_analysis::replay::WhatifReport;
 use pmlab_analysis::{Cell, Table, Tabular};
 use std::fmt::Write;
@@ -174,6 +175,57 @@ const WHATIF_MAIL_COLUMNS: &[&str] = &[
 
 /// The `pmlab whatif` report of the replay of `file`, in `format` (every format but HTML).
 pub fn whatif(file: &Path, r: &WhatifReport, format: Format) -> Result<String, RenderError> {
+    let head = format!(
+        "{}: {:.6} s replayed under {:?}",
+        file.display(),
+        r.span_ns as f64 / 1e9,
+        r.policy
+    );
+    whatif_report(file, &head, r, WHATIF_MAIL_COLUMNS, format)
+}
+
+/// The columns of the mail form of `pmlab whatif --governor`.
+const GOVERNOR_MAIL_COLUMNS: &[&str] = &[
+    "state",
+    "name",
+    "rec_use_pct",
+    "use_pct",
+    "rec_time_pct",
+    "time_pct",
+    "rec_above",
+    "above",
+    "rec_below",
+    "below",
+];
+
+/// The `pmlab whatif --governor` report of the replay of `file`, in `format`.
+pub fn whatif_governor(
+    file: &Path,
+    r: &GovernorReport,
+    format: Format,
+) -> Result<String, RenderError> {
+    let head = format!(
+        "{}: {:.6} s, {} idle periods on CPU {} replayed under {} (Linux {}) onto {}",
+        file.display(),
+        r.span_ns as f64 / 1e9,
+        r.periods,
+        pmlab_kernel::cpulist::format_cpu_list(&r.cpus),
+        r.governor.name(),
+        r.modelled_kernel,
+        r.table.source
+    );
+    whatif_report(file, &head, r, GOVERNOR_MAIL_COLUMNS, format)
+}
+
+/// A what-if report in `format`: JSON of the whole report, CSV of its tables, markdown,
+/// mail (the first table's `mail` columns) or terminal tables under `head`.
+fn whatif_report<R: Tabular + serde::Serialize>(
+    file: &Path,
+    head: &str,
+    r: &R,
+    mail: &[&str],
+    format: Format,
+) -> Result<String, RenderError> {
     let tables = r.tables();
     let notes = r.notes();
     let mut out = String::new();
@@ -202,20 +254,14 @@ pub fn whatif(file: &Path, r: &WhatifReport, format: Format) -> Result<String, R
         Format::Mail => {
             let _ = writeln!(out, "pmlab whatif {}", file.display());
             for t in tables.iter().take(1) {
-                out.push_str(&plain(t, WHATIF_MAIL_COLUMNS, 1));
+                out.push_str(&plain(t, mail, 1));
             }
             for n in &notes {
                 let _ = writeln!(out, "  * {n}");
             }
         }
         Format::Table => {
-            let _ = writeln!(
-                out,
-                "{}: {:.6} s replayed under {:?}",
-                file.display(),
-                r.span_ns as f64 / 1e9,
-                r.policy
-            );
+            let _ = writeln!(out, "{head}");
             for t in &tables {
                 let _ = writeln!(out, "{}\n{}", t.title, text(t, 2));
             }
