@@ -12,7 +12,8 @@ fi
 cargo build --release --bin pmlab &
 build=$!
 need=()
-for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine chromium:chromium tmux:tmux; do
+# man-db renders the man pages installed below; jq is in the documentation's examples.
+for p in trace-cmd:trace-cmd cyclictest:rt-tests stress-ng:stress-ng perf:linux-perf hyperfine:hyperfine chromium:chromium tmux:tmux man:man-db jq:jq; do
   command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -46,3 +47,24 @@ if [ ${#py_need[@]} -gt 0 ]; then
 fi
 wait "$guest" || echo "setup: the boot lab's guest could not be set up (pmlab boot says what is missing)" >&2
 wait "$build"
+# Man pages and shell completions, generated from the CLI's own definitions, installed where
+# the machine has the standard directories (the admin's /usr/local side of each).
+pmlab=target/release/pmlab
+install_doc() { # DIR FILE COMMAND...: writes FILE in DIR, or says why not
+  local dir=$1 file=$2
+  shift 2
+  if mkdir -p "$dir" && "$pmlab" "$@" >"$dir/$file.tmp" && mv "$dir/$file.tmp" "$dir/$file"; then
+    return 0
+  fi
+  rm -f "$dir/$file.tmp"
+  echo "setup: could not install $dir/$file" >&2
+}
+if [ -d /usr/local/share/man ]; then
+  mkdir -p /usr/local/share/man/man1 && "$pmlab" man /usr/local/share/man/man1 ||
+    echo "setup: could not install the man pages" >&2
+fi
+[ -d /usr/share/bash-completion ] &&
+  install_doc /usr/local/share/bash-completion/completions pmlab completions bash
+[ -d /usr/share/zsh ] && install_doc /usr/local/share/zsh/site-functions _pmlab completions zsh
+[ -d /usr/share/fish ] && install_doc /usr/local/share/fish/vendor_completions.d pmlab.fish completions fish
+true

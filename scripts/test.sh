@@ -14,7 +14,7 @@ python3 -m maturin build --release -q -m crates/pmlab-py/Cargo.toml -o target/wh
 python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/pmlab-*.whl ||
   python3 -m pip install -q --root-user-action=ignore --break-system-packages --force-reinstall --no-deps target/wheels/pmlab-*.whl
 # The test build reuses the binary's: a crate of the binary's build that the test build
-# compiles again (a feature only tests or only some members turn on: README "Build profile")
+# compiles again (a feature only tests or only some members turn on: docs/development.md)
 # is named here, with how many.
 built=$(mktemp -d)
 cargo build --release --bins --message-format=json-render-diagnostics >"$built/bins"

@@ -52,11 +52,17 @@ impl KernelImage {
             });
         }
         let arm64 = |b: &[u8]| b.len() >= 0x40 && &b[0x38..0x3c] == b"ARM\x64";
+        let open = || {
+            std::fs::File::open(path).map_err(|source| BootError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        };
         if arm64(&head) {
             return Ok(KernelImage {
                 path: path.to_path_buf(),
                 arch: GuestArch::Arm64,
-                release: None,
+                release: banner_release(open()?),
             });
         }
         if head.starts_with(&[0x1f, 0x8b]) {
@@ -72,7 +78,7 @@ impl KernelImage {
                 return Ok(KernelImage {
                     path: path.to_path_buf(),
                     arch: GuestArch::Arm64,
-                    release: None,
+                    release: banner_release(flate2::read::GzDecoder::new(open()?)),
                 });
             }
             return Err(not("a gzip file that holds no arm64 kernel Image"));
@@ -80,6 +86,36 @@ impl KernelImage {
         Err(not(
             "neither an x86 bzImage (no `HdrS` setup header) nor an arm64 Image (no `ARM\\x64` magic)",
         ))
+    }
+}
+
+/// The release in an image's `Linux version RELEASE (` banner (arm64 Images have no header
+/// field for it), read through once.
+fn banner_release(mut r: impl Read) -> Option<String> {
+    const NEEDLE: &[u8] = b"Linux version ";
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let n = r.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        carry.extend_from_slice(&buf[..n]);
+        if let Some(at) = carry.windows(NEEDLE.len()).position(|w| w == NEEDLE) {
+            let rest = &carry[at + NEEDLE.len()..];
+            if let Some(end) = rest.iter().position(|&b| b == b' ' || b == 0) {
+                return std::str::from_utf8(&rest[..end])
+                    .ok()
+                    .filter(|s| !s.is_empty() && !s.contains('%'))
+                    .map(str::to_string);
+            }
+            if rest.len() > 256 {
+                return None;
+            }
+            continue;
+        }
+        let keep = carry.len().saturating_sub(NEEDLE.len() + 256);
+        carry.drain(..keep);
     }
 }
 

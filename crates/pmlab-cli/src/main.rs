@@ -49,7 +49,7 @@ enum Command {
     /// CPU hotplug latency lab.
     Hotplug(cmd::hotplug::Args),
     /// Guests booted per kernel, command line and vCPU count: secondary-CPU bring-up compared.
-    Boot(cmd::boot::Args),
+    Boot(Box<cmd::boot::Args>),
     /// The default battery for this machine, with a report.
     Study(cmd::study::Args),
     /// Render a report for experiments in the store.
@@ -58,6 +58,10 @@ enum Command {
     Whatif(cmd::whatif::Args),
     /// Results of many hosts and kernels: one report across their result bundles.
     Fleet(cmd::fleet::Args),
+    /// Shell completions (bash, zsh, fish, elvish, powershell), generated from this command line.
+    Completions(cmd::manual::CompletionsArgs),
+    /// Man pages: pmlab.1 on stdout, or one page per command written into a directory.
+    Man(cmd::manual::ManArgs),
 }
 
 impl Command {
@@ -90,6 +94,8 @@ impl Command {
                 | Command::Report(_)
                 | Command::Whatif(_)
                 | Command::Fleet(_)
+                | Command::Completions(_)
+                | Command::Man(_)
         )
     }
 }
@@ -128,11 +134,15 @@ fn main() {
         Command::RunSpec(a) => cmd::run_spec::run(a),
         Command::Results(a) => cmd::results::run(a),
         Command::Hotplug(a) => cmd::hotplug::run(a),
-        Command::Boot(a) => cmd::boot::run(a),
+        Command::Boot(a) => cmd::boot::run(*a),
         Command::Study(a) => cmd::study::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Whatif(a) => cmd::whatif::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Completions(a) => {
+            cmd::manual::completions(a, <Cli as clap::CommandFactory>::command())
+        }
+        Command::Man(a) => cmd::manual::man(a, <Cli as clap::CommandFactory>::command()),
     };
     if let Err(e) = result {
         eprintln!("pmlab: error: {}", pmlab_kernel::error_chain(e.as_ref()));

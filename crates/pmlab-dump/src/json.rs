@@ -10,11 +10,6 @@ use std::io::Write;
 use crate::columns::{table_column_names, ColumnType, Scalar};
 use crate::model::{field_bytes, uint, Endian, FieldKind, LocKind, Trace};
 
-/// Output is handed to the writer in pieces of about this size.
-const FLUSH_AT: usize = 1 << 20;
-/// Events formatted by one thread before its buffer goes to the writer, in order.
-const BLOCK: usize = 32 * 1024;
-
 /// How one field's value is written.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -275,65 +270,19 @@ impl<'t> Writer<'t> {
     }
 }
 
-/// Write every event of `trace` as one JSON object per line, in time order. Formatting
-/// runs on up to two threads, a block of events each in turn; one writes while the other
-/// formats.
-pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
-    let jw = Writer::new(trace);
-    let n = trace.events.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |c| c.get())
-        .min(2);
-    if threads < 2 || n < 4 * BLOCK {
-        let mut out = Vec::with_capacity(FLUSH_AT + (64 << 10));
-        let mut start = 0;
-        while start < n {
-            let end = (start + BLOCK).min(n);
-            jw.write(start..end, &mut out);
-            if out.len() >= FLUSH_AT {
-                w.write_all(&out)?;
-                out.clear();
-            }
-            start = end;
-        }
-        w.write_all(&out)?;
-        return w.flush();
+impl crate::lines::Lines for Writer<'_> {
+    /// JSON lines depend on nothing printed before them.
+    type Carry = ();
+    fn lines(&self, range: std::ops::Range<usize>, _: &mut (), out: &mut Vec<u8>) {
+        self.write(range, out);
     }
-    // A helper thread formats the odd blocks into buffers it sends back; this thread
-    // formats the even ones and writes all of them in order. Buffers are reused.
-    let blocks = n.div_ceil(BLOCK);
-    let range = |b: usize| b * BLOCK..((b + 1) * BLOCK).min(n);
-    let (to_main, from_helper) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-    let (to_helper, spare) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|sc| {
-        // Owned here: when a write fails and this returns, the helper's next send fails and
-        // it stops, instead of the scope waiting on it forever (`pmlab dump --json | head`).
-        let from_helper = from_helper;
-        let jw = &jw;
-        sc.spawn(move || {
-            for b in (1..blocks).step_by(2) {
-                let mut buf = spare.try_recv().unwrap_or_default();
-                buf.clear();
-                jw.write(range(b), &mut buf);
-                if to_main.send(buf).is_err() {
-                    return; // the writer failed and stopped
-                }
-            }
-        });
-        let mut out = Vec::new();
-        for b in (0..blocks).step_by(2) {
-            out.clear();
-            jw.write(range(b), &mut out);
-            w.write_all(&out)?;
-            if b + 1 < blocks {
-                // Ok: the helper sends one buffer per odd block.
-                let buf = from_helper.recv().map_err(std::io::Error::other)?;
-                w.write_all(&buf)?;
-                let _ = to_helper.send(buf);
-            }
-        }
-        w.flush()
-    })
+    fn merge(_: &mut (), _: &()) {}
+}
+
+/// Write every event of `trace` as one JSON object per line, in time order (the text
+/// views' one output path, [`crate::lines::write`]).
+pub fn dump_json<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
+    crate::lines::write(&Writer::new(trace), trace.events.len(), b"", w)
 }
 
 #[cfg(test)]
@@ -387,7 +336,11 @@ mod tests {
             "/../../tests/fixtures/haltpoll_pipe_off.dat"
         );
         let t = pmlab_trace::open(std::path::Path::new(path)).unwrap();
-        assert!(t.events.len() > 4 * BLOCK, "{} events", t.events.len());
+        assert!(
+            t.events.len() > 4 * crate::lines::BLOCK,
+            "{} events",
+            t.events.len()
+        );
         let mut threaded = Vec::new();
         dump_json(&t, &mut threaded).unwrap();
         let mut one = Vec::new();

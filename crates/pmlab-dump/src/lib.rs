@@ -3,6 +3,7 @@
 //! Parquet layout and Perfetto's protobuf trace.
 
 pub mod json;
+mod lines;
 pub mod lisa;
 pub mod perfetto;
 mod printfmt;

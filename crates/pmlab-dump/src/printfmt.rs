@@ -925,8 +925,29 @@ fn lib_prio(op: Op) -> u8 {
     }
 }
 
-/// libtraceevent's `eval_flag`: numbers, and the few names it knows.
-fn eval_flag(e: &Expr) -> i64 {
+/// The value of a `{ value, "text" }` entry of `__print_flags`/`__print_symbolic`, as
+/// libtraceevent computes it: `arg_eval` turns the parsed value into text (a word as it is,
+/// a cast dropped, an operation evaluated by `arg_num_eval` and printed with `%lld`), then
+/// `eval_flag` reads that text (a leading digit: `strtoull`; else one of the few names it
+/// knows; else -1). A name inside an operation is `strtoll` of the name, 0: the kernel's
+/// `{ (1 << ES_WRITTEN_B), "W" }` is 1 there. What `arg_eval` cannot evaluate (a field, a
+/// ternary, `*`, `/`, `%`, `^`, unary `!`) fails the whole print format, as in libtraceevent.
+fn flag_value(e: &Expr) -> Result<i64, ParseError> {
+    match e {
+        Expr::Atom { text, .. } => Ok(eval_flag(text)),
+        Expr::Cast { item, .. } => flag_value(item),
+        Expr::Unary(..) | Expr::Binary(..) => match arg_num_eval(e) {
+            // "%lld" then eval_flag: a negative number does not start with a digit.
+            Some(v) if v >= 0 => Ok(v),
+            Some(_) => Ok(-1),
+            None => err("a flag value libtraceevent cannot evaluate"),
+        },
+        _ => err("a flag value that is not a constant"),
+    }
+}
+
+/// libtraceevent's `eval_flag` of a value's text.
+fn eval_flag(text: &[u8]) -> i64 {
     const NAMES: &[(&str, i64)] = &[
         ("HI_SOFTIRQ", 0),
         ("TIMER_SOFTIRQ", 1),
@@ -941,34 +962,106 @@ fn eval_flag(e: &Expr) -> i64 {
         ("HRTIMER_NORESTART", 0),
         ("HRTIMER_RESTART", 1),
     ];
-    match const_eval(e) {
-        Some(v) => v as i64,
-        None => match e {
-            Expr::Atom { text, .. } => NAMES
-                .iter()
-                .find(|(n, _)| n.as_bytes() == &**text)
-                .map_or(-1, |(_, v)| *v),
-            _ => -1,
-        },
+    if text.first().is_some_and(|c| c.is_ascii_digit()) {
+        return c_strtoull(text) as i64;
+    }
+    NAMES
+        .iter()
+        .find(|(n, _)| n.as_bytes() == text)
+        .map_or(-1, |(_, v)| *v)
+}
+
+/// libtraceevent's `arg_num_eval`: signed 64-bit arithmetic over the operators it knows
+/// (None for the others, and for anything but numbers, names, casts and operations).
+fn arg_num_eval(e: &Expr) -> Option<i64> {
+    Some(match e {
+        Expr::Atom { text, .. } => c_strtoll(text),
+        Expr::Cast { ty, item } => eval_type(arg_num_eval(item)? as u64, ty) as i64,
+        Expr::Unary(op, r) => {
+            let r = arg_num_eval(r)?;
+            match op {
+                b'~' => !r,
+                b'-' => 0i64.wrapping_sub(r),
+                b'+' => r,
+                _ => return None, // '!': its empty left operand does not evaluate
+            }
+        }
+        Expr::Binary(op, l, r) => {
+            let (l, r) = (arg_num_eval(l)?, arg_num_eval(r)?);
+            match op {
+                Op::BitOr => l | r,
+                Op::Or => (l != 0 || r != 0) as i64,
+                Op::BitAnd => l & r,
+                Op::And => (l != 0 && r != 0) as i64,
+                Op::Lt => (l < r) as i64,
+                Op::Le => (l <= r) as i64,
+                Op::Gt => (l > r) as i64,
+                Op::Ge => (l >= r) as i64,
+                Op::Shl => l.wrapping_shl(r as u32),
+                Op::Shr => l.wrapping_shr(r as u32),
+                Op::Eq => (l == r) as i64,
+                Op::Ne => (l != r) as i64,
+                Op::Add => l.wrapping_add(r),
+                Op::Sub => l.wrapping_sub(r),
+                Op::Mul | Op::Div | Op::Rem | Op::Xor => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The digits C's `strtoull`/`strtoll` with base 0 read from the start of `s` (leading
+/// blanks, a sign, `0x` or `0` prefixes): (negative, magnitude, overflowed).
+fn c_strto(s: &[u8]) -> (bool, u64, bool) {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let neg = s.get(i) == Some(&b'-');
+    if matches!(s.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    let mut base = 10;
+    if s.get(i) == Some(&b'0') {
+        if matches!(s.get(i + 1), Some(b'x' | b'X'))
+            && s.get(i + 2).is_some_and(|c| c.is_ascii_hexdigit())
+        {
+            base = 16;
+            i += 2;
+        } else {
+            base = 8;
+        }
+    }
+    let (mut v, mut over) = (0u64, false);
+    while let Some(d) = s.get(i).and_then(|&c| (c as char).to_digit(base)) {
+        match v
+            .checked_mul(base as u64)
+            .and_then(|x| x.checked_add(d as u64))
+        {
+            Some(x) => v = x,
+            None => over = true,
+        }
+        i += 1;
+    }
+    (neg, v, over)
+}
+
+/// C's `strtoull(s, NULL, 0)`: saturates at `u64::MAX`, a minus sign negates.
+fn c_strtoull(s: &[u8]) -> u64 {
+    match c_strto(s) {
+        (_, _, true) => u64::MAX,
+        (true, v, _) => v.wrapping_neg(),
+        (false, v, _) => v,
     }
 }
 
-/// The value of an expression of number literals (what libtraceevent folds at parse time).
-fn const_eval(e: &Expr) -> Option<u64> {
-    match e {
-        Expr::Atom { num, text } => text.first().filter(|c| c.is_ascii_digit()).map(|_| *num),
-        Expr::Cast { ty, item } => const_eval(item).map(|v| eval_type(v, ty)),
-        Expr::Unary(op, r) => {
-            let r = const_eval(r)?;
-            Some(match op {
-                b'!' => (r == 0) as u64,
-                b'~' => !r,
-                b'-' => 0u64.wrapping_sub(r),
-                _ => r,
-            })
-        }
-        Expr::Binary(op, l, r) => Some(apply(*op, const_eval(l)?, const_eval(r)?)),
-        _ => None,
+/// C's `strtoll(s, NULL, 0)`: saturates at `i64::MIN`/`i64::MAX`.
+fn c_strtoll(s: &[u8]) -> i64 {
+    match c_strto(s) {
+        (false, v, over) if over || v > i64::MAX as u64 => i64::MAX,
+        (true, v, over) if over || v > 1u64 << 63 => i64::MIN,
+        (true, v, _) => (v as i64).wrapping_neg(),
+        (false, v, _) => v as i64,
     }
 }
 
@@ -1187,7 +1280,7 @@ impl Parser<'_> {
                         other => return err(format!("expected a string, found {other:?}")),
                     };
                     self.expect_delim(b'}')?;
-                    list.push((eval_flag(&v), s.into_boxed_slice()));
+                    list.push((flag_value(&v)?, s.into_boxed_slice()));
                 }
                 other => return err(format!("bad symbol list at {other:?}")),
             }
@@ -1967,6 +2060,56 @@ mod tests {
         rec[1] = 0;
         rec[8] = 7;
         assert_eq!(render(&f, &rec), "s=R g=0x7 x=15");
+    }
+
+    /// Flag values as libtraceevent evaluates them: names inside operations are 0, a name
+    /// alone is -1 (unless it knows it), a cast alone is dropped, a negative result is -1.
+    #[test]
+    fn flag_values_follow_libtraceevents_evaluation() {
+        let f = fmt_with(
+            &[("s", "unsigned int", 0, 4)],
+            r#""%s|%s|%s", __print_flags(REC->s, "", { (1 << ES_WRITTEN_B), "W" }, { (1 << ES_HOLE_B), "H" }, { 0x20 | (FOO + 2), "F" }), __print_flags(REC->s, ",", { UNKNOWN_NAME, "none" }, { (u8)0x102, "T" }, { ~0x3, "N" }, { 0x7fffffffffffffffffff >> 60, "B" }), __print_symbolic(REC->s, { -2, "neg" }, { TIMER_SOFTIRQ, "timer" }, { 1 - 2 + 4, "three" })"#,
+        );
+        let out = |v: u32| render(&f, &v.to_le_bytes());
+        // W is 1, H too (already cleared), F is 0x22; the rest is hex
+        assert_eq!(out(0x11), "W0x10|0x11|0x11");
+        assert_eq!(out(1), "W|0x1|timer");
+        assert_eq!(out(0x23), "WF|0x23|0x23");
+        // a name alone is -1: printed for 0 and nothing else; (u8)0x102 is 0x102 here;
+        // ~0x3 is negative: -1 once printed as text, never matched; a saturated strtoll
+        assert_eq!(out(0), "|none|0x0");
+        // once T has cleared every bit, the -1 of ~0x3 prints
+        assert_eq!(out(0x102), "0x102|TN|0x102");
+        assert_eq!(out(0x7), "W0x6|B|0x7");
+        // `1 - 2 + 4` groups to the right there: 1 - (2 + 4) = -5, never matched
+        assert_eq!(out(3), "W0x2|0x3|0x3");
+    }
+
+    /// What `arg_num_eval` cannot evaluate fails the whole format, as in libtraceevent.
+    #[test]
+    fn flag_values_libtraceevent_cannot_evaluate_fail_the_format() {
+        for v in ["2 * 3", "REC->s", "!1", "4 / 2", "1 ^ 2", "REC->s ? 1 : 2"] {
+            let f = fmt_with(
+                &[("s", "unsigned int", 0, 4)],
+                &format!(r#""%s", __print_flags(REC->s, "", {{ {v}, "X" }})"#),
+            );
+            assert!(PrintFormat::parse(&f, 8).is_err(), "{v} accepted");
+        }
+    }
+
+    #[test]
+    fn c_strtoll_and_strtoull() {
+        assert_eq!(c_strtoll(b"ES_WRITTEN_B"), 0);
+        assert_eq!(c_strtoll(b"0x1fUL"), 31);
+        assert_eq!(c_strtoll(b"017"), 15);
+        assert_eq!(c_strtoll(b"-12"), -12);
+        assert_eq!(c_strtoll(b"0xffffffffffffffff"), i64::MAX);
+        assert_eq!(c_strtoll(b"-0x8000000000000000"), i64::MIN);
+        assert_eq!(c_strtoll(b"-99999999999999999999"), i64::MIN);
+        assert_eq!(c_strtoll(b"0x"), 0);
+        assert_eq!(c_strtoull(b"0xffffffffffffffff"), u64::MAX);
+        assert_eq!(c_strtoull(b"99999999999999999999"), u64::MAX);
+        assert_eq!(c_strtoull(b"-1"), u64::MAX);
     }
 
     #[test]

@@ -3,8 +3,6 @@
 //! conversions for plain `REC->field` arguments, raw numbers, strings and byte arrays
 //! otherwise). Allocation-free per event: everything is appended to a caller's buffer.
 
-use std::cell::Cell;
-use std::collections::HashMap;
 use std::io::Write;
 
 use crate::kallsyms::Kallsyms;
@@ -20,13 +18,18 @@ use crate::printfmt::{
 /// `%0Nllu` for N ≤ 20.
 #[inline]
 fn push_u64_zero_padded(out: &mut Vec<u8>, v: u64, width: usize) {
-    let start = out.len();
-    push_u64(out, v);
-    let n = out.len() - start;
-    if n < width {
-        let pad = width - n;
-        out.splice(start..start, std::iter::repeat_n(b'0', pad));
+    push_u64_padded(out, v, width, b'0');
+}
+
+/// `v` right-aligned in `width` columns, padded with `pad`.
+#[inline]
+fn push_u64_padded(out: &mut Vec<u8>, v: u64, width: usize, pad: u8) {
+    let mut ib = itoa::Buffer::new();
+    let d = ib.format(v).as_bytes();
+    if d.len() < width {
+        out.resize(out.len() + width - d.len(), pad);
     }
+    out.extend_from_slice(d);
 }
 
 // ---------------------------------------------------------------------------
@@ -105,7 +108,7 @@ fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usiz
         (1u64 << bits) - 1
     };
     let u = val & mask;
-    let mut digits: Vec<u8> = Vec::with_capacity(24);
+    let mut digits = Digits::new();
     let mut neg = false;
     match s.conv {
         b'd' | b'i' => {
@@ -115,9 +118,27 @@ fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usiz
                 ((u << (64 - bits)) as i64) >> (64 - bits)
             };
             neg = sv < 0;
-            push_u64(&mut digits, sv.unsigned_abs());
+            digits.push(itoa::Buffer::new().format(sv.unsigned_abs()).as_bytes());
         }
-        b'x' | b'X' => push_hex(&mut digits, u, s.conv == b'X'),
+        b'x' | b'X' => {
+            let mut h = [0u8; 16];
+            let mut k = 16;
+            let mut v = u;
+            let abc = if s.conv == b'X' {
+                b"0123456789ABCDEF"
+            } else {
+                b"0123456789abcdef"
+            };
+            loop {
+                k -= 1;
+                h[k] = abc[(v & 15) as usize];
+                v >>= 4;
+                if v == 0 {
+                    break;
+                }
+            }
+            digits.push(&h[k..]);
+        }
         b'o' => {
             let mut v = u;
             let mut buf = [0u8; 23];
@@ -130,18 +151,23 @@ fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usiz
                     break;
                 }
             }
-            digits.extend_from_slice(&buf[i..]);
+            digits.push(&buf[i..]);
         }
-        _ => push_u64(&mut digits, u),
+        _ => digits.push(itoa::Buffer::new().format(u).as_bytes()),
     }
+    // Zeros the precision asks for, ahead of the digits (written before them below).
+    let mut zeros = 0;
     if let Some(p) = s.precision {
         if p == 0 && u == 0 {
             digits.clear();
         }
-        while digits.len() < p {
-            digits.insert(0, b'0');
-        }
+        zeros = p.saturating_sub(digits.len());
     }
+    let first = if zeros > 0 {
+        Some(&b'0')
+    } else {
+        digits.first()
+    };
     let mut prefix: &[u8] = b"";
     if neg {
         prefix = b"-";
@@ -149,27 +175,68 @@ fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usiz
         prefix = match s.conv {
             b'x' => b"0x",
             b'X' => b"0X",
-            b'o' if digits.first() != Some(&b'0') => b"0",
+            b'o' if first != Some(&b'0') => b"0",
             _ => b"",
         };
     }
     let width = width_override.or(s.width).unwrap_or(0);
-    let len = prefix.len() + digits.len();
+    let len = prefix.len() + zeros + digits.len();
+    let body = |out: &mut Vec<u8>| {
+        out.resize(out.len() + zeros, b'0');
+        out.extend_from_slice(digits.get());
+    };
     if len >= width {
         out.extend_from_slice(prefix);
-        out.extend_from_slice(&digits);
+        body(out);
     } else if s.left {
         out.extend_from_slice(prefix);
-        out.extend_from_slice(&digits);
+        body(out);
         out.resize(out.len() + width - len, b' ');
     } else if s.zero && s.precision.is_none() {
         out.extend_from_slice(prefix);
         out.resize(out.len() + width - len, b'0');
-        out.extend_from_slice(&digits);
+        body(out);
     } else {
         out.resize(out.len() + width - len, b' ');
         out.extend_from_slice(prefix);
-        out.extend_from_slice(&digits);
+        body(out);
+    }
+}
+
+/// The digits of one integer conversion, on the stack (at most 22, octal of 64 bits).
+struct Digits {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl Digits {
+    #[inline]
+    fn new() -> Digits {
+        Digits {
+            buf: [0; 24],
+            len: 0,
+        }
+    }
+    #[inline]
+    fn push(&mut self, d: &[u8]) {
+        self.buf[..d.len()].copy_from_slice(d);
+        self.len = d.len();
+    }
+    #[inline]
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    fn first(&self) -> Option<&u8> {
+        self.get().first()
+    }
+    #[inline]
+    fn get(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -199,8 +266,9 @@ fn printf_str(out: &mut Vec<u8>, s: &Spec, text: &[u8], len_arg: Option<usize>) 
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Arg {
-    /// `REC->field`, with typecasts listed outermost first.
-    Field { index: usize, casts: Vec<String> },
+    /// `REC->field`; its typecasts (libtraceevent's `eval_type_str`, each a mask or
+    /// nothing) folded into one mask.
+    Field { index: usize, mask: u64 },
     /// A number literal.
     Number(u64),
     /// Anything else (expressions, helper calls).
@@ -264,7 +332,8 @@ fn classify(arg: &str, fmt: &EventFormat) -> Arg {
             let rest = rest.trim();
             if is_ident(rest) {
                 if let Some(index) = fmt.fields.iter().position(|f| f.name == rest) {
-                    return Arg::Field { index, casts };
+                    let mask = casts.iter().fold(u64::MAX, |m, t: &String| eval_type(m, t));
+                    return Arg::Field { index, mask };
                 }
             }
             return Arg::Other;
@@ -540,8 +609,13 @@ struct FieldR {
     offset: usize,
     size: usize,
     array: bool,
-    /// libtraceevent clears this the first time a "string" is not printable.
-    string: Cell<bool>,
+    /// ` name=`.
+    label: Box<[u8]>,
+    /// Printed as a string while printable: libtraceevent clears this the first time a
+    /// "string" is not printable, for the rest of the trace ([`Carry`]).
+    string: bool,
+    /// This field's index in a [`Carry`].
+    slot: usize,
     dynamic: bool,
     relative: bool,
     long: bool,
@@ -551,7 +625,8 @@ struct FieldR {
 
 #[derive(Debug)]
 struct EventR {
-    name: String,
+    /// `: name: ` and the padding to 20 columns, as the line shows it.
+    head: Box<[u8]>,
     fields: Vec<FieldR>,
     items: Vec<Item>,
     /// Index in `fields` of each format field (formats include common fields, `fields` does not).
@@ -560,12 +635,80 @@ struct EventR {
     bprint: bool,
     /// (offset, size) of every format field, common ones included.
     all: Vec<(usize, usize)>,
+    /// How each field prints while `carry_fields` are all printable ([`plan`]).
+    plan: Option<Vec<Option<(usize, bool)>>>,
+    /// Fields (in `fields`) whose printing the carry changes: string fields not arrays.
+    carry_fields: Vec<usize>,
+}
+
+/// The parse-list item that prints field `fi`, walking from `start` circularly, and
+/// whether the text before it ends in `0x` (libtraceevent's `print_cache` lookup).
+fn find_item(er: &EventR, fi: usize, start: usize) -> Option<(usize, bool)> {
+    let n = er.items.len();
+    let mut p = start;
+    let mut has_0x = false;
+    loop {
+        match &er.items[p] {
+            Item::Text { ends_0x } => has_0x = *ends_0x,
+            Item::Digit { arg, .. } | Item::Pointer { arg, .. } | Item::Str { arg, .. } => {
+                if matches!(arg, Arg::Field { index, .. } if er.format_index[*index] == Some(fi)) {
+                    return Some((p, has_0x));
+                }
+                has_0x = false;
+            }
+        }
+        p = if p + 1 < n { p + 1 } else { 0 };
+        if p == start {
+            return None;
+        }
+    }
+}
+
+/// What `Renderer::fields` does for each field while no string field of the event has
+/// been found not printable: the item that prints it (and a `0x` before it), or raw.
+fn plan(er: &EventR) -> Option<Vec<Option<(usize, bool)>>> {
+    if er.failed || er.bprint {
+        return None;
+    }
+    let mut parse: Option<usize> = if er.items.is_empty() { None } else { Some(0) };
+    let mut steps = Vec::with_capacity(er.fields.len());
+    for (fi, f) in er.fields.iter().enumerate() {
+        let mut step = None;
+        if !f.array && !f.string {
+            if let Some(p) = parse {
+                if let Some((q, has_0x)) = find_item(er, fi, p) {
+                    parse = (q + 1 < er.items.len()).then_some(q + 1);
+                    step = Some((q, has_0x));
+                }
+            }
+        }
+        steps.push(step);
+    }
+    Some(steps)
+}
+
+/// `%16s-%-5d` of a line: the task name right-aligned in 16 columns, its pid left-aligned in 5.
+fn pid_head(out: &mut Vec<u8>, comm: &[u8], pid: i32) {
+    if comm.len() < 16 {
+        out.resize(out.len() + 16 - comm.len(), b' ');
+    }
+    out.extend_from_slice(comm);
+    out.push(b'-');
+    let s = out.len();
+    push_i64(out, pid as i64);
+    pad_since(out, s, 5, true);
 }
 
 /// Renders events of one trace.
 pub struct Renderer<'t> {
     trace: &'t Trace,
-    events: HashMap<u16, EventR>,
+    /// By event id.
+    events: Vec<Option<EventR>>,
+    /// Task names by pid (the saved cmdlines).
+    comms: crate::report::Comms,
+    /// Per pid of the trace's events, its line's `%16s-%-5d` as a range of `pid_arena`.
+    pid_heads: Vec<(u32, u32)>,
+    pid_arena: Vec<u8>,
     /// kallsyms in libtraceevent's order, for `%pS`.
     funcs: &'t Kallsyms,
     big: bool,
@@ -573,7 +716,29 @@ pub struct Renderer<'t> {
     buffer_width: usize,
 }
 
-fn event_renderer(f: &EventFormat) -> EventR {
+/// What libtraceevent carries from one event to the next in this view: the string fields
+/// found not printable once (by field slot), which print as arrays from then on. Blocks of
+/// events formatted apart agree when they started from the same carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carry(Vec<bool>);
+
+impl Carry {
+    #[inline]
+    fn cleared(&self, slot: usize) -> bool {
+        self.0.get(slot).copied().unwrap_or(false)
+    }
+    /// `self` with what `other` cleared too (both only ever clear).
+    pub(crate) fn merge(&mut self, other: &Carry) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), false);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= *b;
+        }
+    }
+}
+
+fn event_renderer(f: &EventFormat, slots: &mut usize) -> EventR {
     let mut fields = Vec::new();
     let mut format_index = Vec::with_capacity(f.fields.len());
     for fl in &f.fields {
@@ -595,10 +760,15 @@ fn event_renderer(f: &EventFormat) -> EventR {
         format_index.push(Some(fields.len()));
         fields.push(FieldR {
             name: fl.name.clone(),
+            label: format!(" {}=", fl.name).into_bytes().into(),
             offset: fl.offset as usize,
             size: fl.size as usize,
             array,
-            string: Cell::new(string),
+            string,
+            slot: {
+                *slots += 1;
+                *slots - 1
+            },
             dynamic: t.starts_with("__data_loc") || t.starts_with("__rel_loc"),
             relative: t.starts_with("__rel_loc"),
             long: t.contains("long"),
@@ -625,25 +795,40 @@ fn event_renderer(f: &EventFormat) -> EventR {
         .iter()
         .map(|x| (x.offset as usize, x.size as usize))
         .collect();
-    EventR {
-        name: f.name.clone(),
+    let carry_fields = fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.string && !f.array)
+        .map(|(i, _)| i)
+        .collect();
+    let mut head = format!(": {}: ", f.name).into_bytes();
+    head.resize(head.len() + 20usize.saturating_sub(f.name.len()), b' ');
+    let mut er = EventR {
+        head: head.into(),
         fields,
         items,
         format_index,
         failed,
         bprint,
         all,
-    }
+        plan: None,
+        carry_fields,
+    };
+    er.plan = plan(&er);
+    er
 }
 
 impl<'t> Renderer<'t> {
     /// A renderer for `trace`: print formats parsed once per event type.
     pub fn new(trace: &'t Trace) -> Renderer<'t> {
-        let events = trace
-            .formats
-            .iter()
-            .map(|(id, f)| (*id, event_renderer(f)))
-            .collect();
+        let max = trace.formats.keys().copied().max().unwrap_or(0) as usize;
+        let mut events: Vec<Option<EventR>> = (0..=max).map(|_| None).collect();
+        let mut slots = 0;
+        let mut ids: Vec<u16> = trace.formats.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            events[id as usize] = Some(event_renderer(&trace.formats[&id], &mut slots));
+        }
         let buffer_width = trace
             .meta
             .buffers
@@ -651,8 +836,26 @@ impl<'t> Renderer<'t> {
             .map(|b| b.len())
             .max()
             .unwrap_or(0);
+        let comms = crate::report::Comms::new(trace);
+        let (mut pid_heads, mut pid_arena) = (Vec::new(), Vec::new());
+        for &pid in &trace.events.pid {
+            let Some(p) = usize::try_from(pid).ok().filter(|&p| p < 1 << 22) else {
+                continue;
+            };
+            if p >= pid_heads.len() {
+                pid_heads.resize(p + 1, (0, 0));
+            }
+            if pid_heads[p].1 == 0 {
+                let a = pid_arena.len() as u32;
+                pid_head(&mut pid_arena, comms.get(pid), pid);
+                pid_heads[p] = (a, pid_arena.len() as u32);
+            }
+        }
         Renderer {
             trace,
+            comms,
+            pid_heads,
+            pid_arena,
             events,
             funcs: &trace.kallsyms,
             big: trace.endian == Endian::Big,
@@ -704,60 +907,45 @@ impl<'t> Renderer<'t> {
     }
 
     /// Append event `i` as one line (with its newline, and any "EVENTS DROPPED" line before it).
-    pub fn event(&self, i: usize, missed: Option<i64>, out: &mut Vec<u8>) {
+    pub fn event(&self, i: usize, missed: Option<i64>, carry: &mut Carry, out: &mut Vec<u8>) {
         let ev = &self.trace.events;
         let cpu = ev.cpu[i];
         let line_start = out.len();
         push_line_prefix(self.trace, self.buffer_width, i, missed, out);
         let rec = ev.record(i);
-        let Some(er) = self.events.get(&ev.id[i]) else {
+        let Some(er) = self.events.get(ev.id[i] as usize).and_then(|e| e.as_ref()) else {
             out.extend_from_slice(
                 b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]\n",
             );
             return;
         };
         let pid = ev.pid[i];
-        // "%16s-%-5d [%03d]"
-        let comm: &[u8] = if pid == 0 {
-            b"<idle>"
-        } else {
-            match self.trace.cmdlines.get(&pid) {
-                Some(c) => c.as_bytes(),
-                None => b"<...>",
+        // "%16s-%-5d [%03d]": the part before " [" made once per pid.
+        match usize::try_from(pid)
+            .ok()
+            .and_then(|p| self.pid_heads.get(p))
+        {
+            Some(&(a, b)) if b > a => {
+                out.extend_from_slice(&self.pid_arena[a as usize..b as usize])
             }
-        };
-        let s = out.len();
-        out.extend_from_slice(comm);
-        pad_since(out, s, 16, false);
-        out.push(b'-');
-        let s = out.len();
-        push_i64(out, pid as i64);
-        pad_since(out, s, 5, true);
+            _ => pid_head(out, self.comms.get(pid), pid),
+        }
         out.extend_from_slice(b" [");
         push_u64_zero_padded(out, cpu as u64, 3);
         out.push(b']');
         let ts = ev.ts[i];
         if self.trace.meta.ts_in_ns || self.trace.meta.version == 0 {
             out.push(b' ');
-            let s = out.len();
-            push_u64(out, ts / 1_000_000_000);
-            pad_since(out, s, 5, false);
+            push_u64_padded(out, ts / 1_000_000_000, 5, b' ');
             out.push(b'.');
             push_u64_zero_padded(out, ts % 1_000_000_000, 9);
         } else {
-            let s = out.len();
-            push_u64(out, ts / 1_000_000_000_000);
-            pad_since(out, s, 5, false);
+            push_u64_padded(out, ts / 1_000_000_000_000, 5, b' ');
             out.push(b'.');
             push_u64_zero_padded(out, ts % 1_000_000_000_000, 12);
         }
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(er.name.as_bytes());
-        out.extend_from_slice(b": ");
-        if er.name.len() < 20 {
-            out.resize(out.len() + 20 - er.name.len(), b' ');
-        }
-        self.fields(er, rec, out, None);
+        out.extend_from_slice(&er.head);
+        self.fields(er, rec, carry, out);
         if out.len() > line_start && out[out.len() - 1] == b'\n' {
             out.pop();
         }
@@ -767,33 +955,47 @@ impl<'t> Renderer<'t> {
     /// Event `i`'s fields as ` name=value` pairs (libtraceevent's `tep_print_fields`), the
     /// text `trace-cmd report` prints after `[FAILED TO PARSE]` and, with `-R`, for every event.
     /// False when the trace has no format for the event's id.
-    pub(crate) fn raw_fields(&self, i: usize, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn raw_fields(&self, i: usize, carry: &mut Carry, out: &mut Vec<u8>) -> bool {
         let ev = &self.trace.events;
-        match self.events.get(&ev.id[i]) {
+        match self.events.get(ev.id[i] as usize).and_then(|e| e.as_ref()) {
             Some(er) => {
-                self.fields(er, ev.record(i), out, None);
+                self.fields(er, ev.record(i), carry, out);
                 true
             }
             None => false,
         }
     }
 
-    fn fields(
-        &self,
-        er: &EventR,
-        rec: &[u8],
-        out: &mut Vec<u8>,
-        mut spans: Option<&mut Vec<(usize, usize)>>,
-    ) {
+    fn fields(&self, er: &EventR, rec: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
+        if let Some(plan) = &er.plan {
+            if er
+                .carry_fields
+                .iter()
+                .all(|f| !carry.cleared(er.fields[*f].slot))
+            {
+                for (f, step) in er.fields.iter().zip(plan.iter()) {
+                    out.extend_from_slice(&f.label);
+                    match *step {
+                        Some((p, has_0x)) => {
+                            if has_0x {
+                                out.extend_from_slice(b"0x");
+                            }
+                            self.print_item(er, &er.items[p], rec, out);
+                        }
+                        None => self.print_raw(f, rec, carry, out),
+                    }
+                }
+                return;
+            }
+        }
         let mut parse: Option<usize> = if er.items.is_empty() { None } else { Some(0) };
         let use_cache = !er.failed && !er.bprint;
         for (fi, f) in er.fields.iter().enumerate() {
             out.push(b' ');
             out.extend_from_slice(f.name.as_bytes());
             out.push(b'=');
-            let start = out.len();
             let mut done = false;
-            if use_cache && !f.array && !f.string.get() {
+            if use_cache && !f.array && (!f.string || carry.cleared(f.slot)) {
                 if let Some(p) = parse {
                     if let Some(next) = self.print_via_cache(er, fi, p, rec, out) {
                         parse = next;
@@ -802,10 +1004,7 @@ impl<'t> Renderer<'t> {
                 }
             }
             if !done {
-                self.print_raw(f, rec, out);
-            }
-            if let Some(sp) = spans.as_deref_mut() {
-                sp.push((start, out.len()));
+                self.print_raw(f, rec, carry, out);
             }
         }
     }
@@ -820,29 +1019,16 @@ impl<'t> Renderer<'t> {
         rec: &[u8],
         out: &mut Vec<u8>,
     ) -> Option<Option<usize>> {
-        let n = er.items.len();
-        let mut p = start;
-        let mut has_0x = false;
-        loop {
-            match &er.items[p] {
-                Item::Text { ends_0x } => has_0x = *ends_0x,
-                Item::Digit { arg, .. } | Item::Pointer { arg, .. } | Item::Str { arg, .. } => {
-                    let matches = matches!(arg, Arg::Field { index, .. } if er.format_index[*index] == Some(fi));
-                    if matches {
-                        if has_0x {
-                            out.extend_from_slice(b"0x");
-                        }
-                        self.print_item(er, &er.items[p], rec, out);
-                        return Some(if p + 1 < n { Some(p + 1) } else { None });
-                    }
-                    has_0x = false;
-                }
-            }
-            p = if p + 1 < n { p + 1 } else { 0 };
-            if p == start {
-                return None;
-            }
+        let (p, has_0x) = find_item(er, fi, start)?;
+        if has_0x {
+            out.extend_from_slice(b"0x");
         }
+        self.print_item(er, &er.items[p], rec, out);
+        Some(if p + 1 < er.items.len() {
+            Some(p + 1)
+        } else {
+            None
+        })
     }
 
     fn field_of<'a>(&self, er: &'a EventR, index: usize) -> Option<&'a FieldR> {
@@ -858,15 +1044,12 @@ impl<'t> Renderer<'t> {
         match arg {
             Arg::Number(n) => *n,
             Arg::Other => 0,
-            Arg::Field { index, casts } => {
-                let mut v = match er.all.get(*index) {
+            Arg::Field { index, mask } => {
+                let v = match er.all.get(*index) {
                     Some(&(o, s)) if o + s <= rec.len() => self.num(&rec[o..o + s]),
                     _ => 0,
                 };
-                for t in casts.iter().rev() {
-                    v = eval_type(v, t);
-                }
-                v
+                v & mask
             }
         }
     }
@@ -953,7 +1136,7 @@ impl<'t> Renderer<'t> {
         }
     }
 
-    fn print_raw(&self, f: &FieldR, rec: &[u8], out: &mut Vec<u8>) {
+    fn print_raw(&self, f: &FieldR, rec: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
         if f.array {
             let (offset, len) = if f.dynamic {
                 if f.offset + f.size > rec.len() {
@@ -978,7 +1161,7 @@ impl<'t> Renderer<'t> {
             };
             let data = rec.get(offset..).unwrap_or(&[]);
             let bounded = &data[..len.min(data.len())];
-            if f.string.get() && is_printable(bounded) {
+            if f.string && !carry.cleared(f.slot) && is_printable(bounded) {
                 let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
                 out.extend_from_slice(&data[..end]);
             } else {
@@ -993,7 +1176,12 @@ impl<'t> Renderer<'t> {
                     push_hex(out, byte as u64, false);
                 }
                 out.push(b']');
-                f.string.set(false);
+                if f.string {
+                    if carry.0.len() <= f.slot {
+                        carry.0.resize(f.slot + 1, false);
+                    }
+                    carry.0[f.slot] = true;
+                }
             }
             return;
         }
@@ -1070,34 +1258,39 @@ fn eval_type(val: u64, ty: &str) -> u64 {
     }
 }
 
-/// Write every event of `trace` as `trace-cmd report -R -t` does, header first.
-pub fn dump<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
-    let r = Renderer::new(trace);
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    r.header(&mut out);
-    let missed = &trace.meta.missed_before;
-    let mut mi = 0;
-    for i in 0..trace.events.len() {
-        let m = if mi < missed.len() && missed[mi].0 == i {
-            mi += 1;
-            Some(missed[mi - 1].1)
-        } else {
-            None
-        };
-        r.event(i, m, &mut out);
-        if out.len() >= (1 << 20) - 4096 {
-            w.write_all(&out)?;
-            out.clear();
+impl crate::lines::Lines for Renderer<'_> {
+    type Carry = Carry;
+    fn lines(&self, range: std::ops::Range<usize>, carry: &mut Carry, out: &mut Vec<u8>) {
+        let missed = &self.trace.meta.missed_before;
+        let mut mi = missed.partition_point(|m| m.0 < range.start);
+        for i in range {
+            let m = if mi < missed.len() && missed[mi].0 == i {
+                mi += 1;
+                Some(missed[mi - 1].1)
+            } else {
+                None
+            };
+            self.event(i, m, carry, out);
         }
     }
-    w.write_all(&out)?;
-    w.flush()
+    fn merge(a: &mut Carry, b: &Carry) {
+        a.merge(b);
+    }
+}
+
+/// Write every event of `trace` as `trace-cmd report -R -t` does, header first (the text
+/// views' one output path, [`crate::lines::write`]).
+pub fn dump<W: Write>(trace: &Trace, w: &mut W) -> std::io::Result<()> {
+    let r = Renderer::new(trace);
+    let mut head = Vec::new();
+    r.header(&mut head);
+    crate::lines::write(&r, trace.events.len(), &head, w)
 }
 
 /// Whether libtraceevent would fail to parse this event's print format (then every field prints raw).
 #[doc(hidden)]
 pub fn print_fmt_fails(f: &EventFormat) -> bool {
-    event_renderer(f).failed
+    event_renderer(f, &mut 0).failed
 }
 
 #[cfg(test)]

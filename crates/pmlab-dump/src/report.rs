@@ -11,7 +11,7 @@ use crate::model::{EventFormat, Trace};
 use crate::printfmt::{
     push_hex, push_i64, push_line_prefix, push_u64, BArg, BprintFormat, Env, PrintFormat,
 };
-use crate::render::Renderer;
+use crate::render::{Carry, Renderer};
 
 /// What to print and how.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +34,86 @@ pub struct UnknownEvent {
     pub name: String,
     /// The events the trace has, comma-separated.
     pub available: String,
+}
+
+/// An event type whose lines pmlab cannot print as `trace-cmd report` does: pmlab says so
+/// once per event type instead of silently printing something else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{system}:{name}: {why}; pmlab's lines for it differ from trace-cmd's")]
+pub struct Unsupported {
+    /// The event's system.
+    pub system: String,
+    /// The event's name.
+    pub name: String,
+    /// What trace-cmd does that pmlab does not.
+    pub why: Why,
+}
+
+/// Why trace-cmd prints an event type in a way pmlab does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    /// A libtraceevent plugin replaces the event's print format with its own code.
+    #[error("trace-cmd's {0} plugin prints it with its own code (pmlab prints its print format)")]
+    PluginHandler(&'static str),
+    /// The print format calls a function only a libtraceevent plugin defines.
+    #[error("its print format calls {0}(), which trace-cmd's {1} plugin defines (pmlab prints [FAILED TO PARSE])")]
+    PluginFunction(&'static str, &'static str),
+}
+
+/// Events libtraceevent 1.7's plugins print with their own code, pmlab's own renderings
+/// aside (sched_switch, sched_wakeup, hrtimer, function): (plugin, system, event).
+const PLUGIN_HANDLERS: &[(&str, &str, &str)] = &[
+    ("futex", "syscalls", "sys_enter_futex"),
+    ("kmem", "kmem", "kfree"),
+    ("kmem", "kmem", "kmalloc"),
+    ("kmem", "kmem", "kmalloc_node"),
+    ("kmem", "kmem", "kmem_cache_alloc"),
+    ("kmem", "kmem", "kmem_cache_alloc_node"),
+    ("kmem", "kmem", "kmem_cache_free"),
+    ("kvm", "kvm", "kvm_exit"),
+    ("kvm", "kvm", "kvm_entry"),
+    ("kvm", "kvm", "kvm_emulate_insn"),
+    ("kvm", "kvm", "kvm_nested_vmexit"),
+    ("kvm", "kvm", "kvm_nested_vmexit_inject"),
+    ("kvm", "kvmmmu", "kvm_mmu_get_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_sync_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_unsync_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_zap_page"),
+    ("kvm", "kvmmmu", "kvm_mmu_prepare_zap_page"),
+    ("mac80211", "mac80211", "drv_bss_info_changed"),
+    ("tlb", "tlb", "tlb_flush"),
+];
+
+/// Print-format functions only libtraceevent 1.7's plugins define: (function, plugin).
+const PLUGIN_FUNCTIONS: &[(&str, &str)] = &[
+    ("__le16_to_cpup", "cfg80211"),
+    ("jbd2_dev_to_name", "jbd2"),
+    ("jiffies_to_msecs", "jbd2"),
+    ("is_writable_pte", "kvm"),
+    ("scsi_trace_parse_cdb", "scsi"),
+    ("xen_hypercall_name", "xen"),
+];
+
+/// Why `f`'s formatted lines differ from trace-cmd's, if pmlab knows they do.
+fn unsupported(f: &EventFormat) -> Option<Why> {
+    if let Some((plugin, ..)) = PLUGIN_HANDLERS
+        .iter()
+        .find(|(_, sys, name)| f.system == *sys && f.name == *name)
+    {
+        return Some(Why::PluginHandler(plugin));
+    }
+    let calls = |func: &str| {
+        f.print_fmt.match_indices(func).any(|(at, _)| {
+            let before = f.print_fmt[..at].bytes().next_back();
+            let after = f.print_fmt[at + func.len()..].trim_start();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                && after.starts_with('(')
+        })
+    };
+    PLUGIN_FUNCTIONS
+        .iter()
+        .find(|(func, _)| calls(func))
+        .map(|(func, plugin)| Why::PluginFunction(func, plugin))
 }
 
 /// How one event type is printed.
@@ -222,7 +302,7 @@ fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
 
 /// Task names by pid, for the line header (libtraceevent's cmdlines): a table indexed by
 /// pid (a hash lookup per event cost more than the rest of the header).
-struct Comms {
+pub(crate) struct Comms {
     /// pid → index into `names` + 1 (0: unknown), for pids below the table's length.
     index: Vec<u32>,
     names: Vec<Box<[u8]>>,
@@ -231,7 +311,7 @@ struct Comms {
 }
 
 impl Comms {
-    fn new(trace: &Trace) -> Comms {
+    pub(crate) fn new(trace: &Trace) -> Comms {
         let max_pid = trace
             .cmdlines
             .keys()
@@ -253,7 +333,7 @@ impl Comms {
     }
 
     #[inline]
-    fn get(&self, pid: i32) -> &[u8] {
+    pub(crate) fn get(&self, pid: i32) -> &[u8] {
         if pid == 0 {
             return b"<idle>";
         }
@@ -295,6 +375,8 @@ pub struct Report<'t> {
     trace: &'t Trace,
     env: Env<'t>,
     raw: Renderer<'t>,
+    /// What the raw fields printed so far leave for the next ones.
+    raw_carry: Carry,
     /// Event kinds by id.
     kinds: Vec<Option<Kind>>,
     /// Per event id: ` name: ` and the padding to 20 columns, as the line shows it.
@@ -312,6 +394,8 @@ pub struct Report<'t> {
     consumed: Option<usize>,
     /// Per CPU, the function plugin's guess of the call stack (names by depth).
     fstacks: Vec<Vec<Option<&'t [u8]>>>,
+    /// Ids of the event types the trace has events of.
+    present: Vec<u16>,
 }
 
 impl<'t> Report<'t> {
@@ -386,6 +470,7 @@ impl<'t> Report<'t> {
                 &trace.printk_formats,
             ),
             raw: Renderer::new(trace),
+            raw_carry: Carry::default(),
             kinds,
             names,
             comms: Comms::new(trace),
@@ -396,7 +481,31 @@ impl<'t> Report<'t> {
             opts,
             buffer_width,
             ids,
+            present,
         })
+    }
+
+    /// The selected event types the trace has whose formatted lines pmlab cannot print as
+    /// trace-cmd does (none with `raw`: trace-cmd's plugins do not change raw fields).
+    pub fn unsupported(&self) -> Vec<Unsupported> {
+        if self.opts.raw {
+            return Vec::new();
+        }
+        let mut v: Vec<Unsupported> = self
+            .present
+            .iter()
+            .filter(|id| self.ids.as_ref().is_none_or(|s| s.contains(id)))
+            .filter_map(|id| self.trace.formats.get(id))
+            .filter_map(|f| {
+                unsupported(f).map(|why| Unsupported {
+                    system: f.system.clone(),
+                    name: f.name.clone(),
+                    why,
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.system, &a.name).cmp(&(&b.system, &b.name)));
+        v
     }
 
     /// Whether event `i` is selected by the options (and not printed already).
@@ -464,7 +573,7 @@ impl<'t> Report<'t> {
         }
         let body = out.len();
         if self.opts.raw {
-            self.raw.raw_fields(i, out);
+            self.raw.raw_fields(i, &mut self.raw_carry, out);
         } else {
             self.info(i, id, out);
         }
@@ -509,6 +618,7 @@ impl<'t> Report<'t> {
             trace,
             env,
             raw,
+            raw_carry,
             kinds,
             comms,
             bprint,
@@ -530,7 +640,7 @@ impl<'t> Report<'t> {
             Some(Kind::Print(p)) => p.write(env, rec, out),
             None | Some(Kind::Failed) => {
                 out.extend_from_slice(b"[FAILED TO PARSE]");
-                raw.raw_fields(i, out);
+                raw.raw_fields(i, raw_carry, out);
             }
             Some(Kind::SchedSwitch {
                 prev_pid,
@@ -893,32 +1003,42 @@ fn func_field(out: &mut Vec<u8>, rec: &[u8], env: &Env, f: Option<F>) {
     }
 }
 
-/// Write the selected events of `trace` as `trace-cmd report` does (formatted, or raw with
-/// `opts.raw`), header first.
-pub fn dump<W: Write>(trace: &Trace, opts: ReportOptions, w: &mut W) -> std::io::Result<()> {
-    let mut r = Report::new(trace, opts)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    r.header(&mut out);
-    let missed = &trace.meta.missed_before;
-    let mut mi = 0;
-    for i in 0..trace.events.len() {
-        let mut m = None;
-        while mi < missed.len() && missed[mi].0 <= i {
-            if missed[mi].0 == i {
-                m = Some(missed[mi].1);
+/// The formatted view as a [`crate::lines::Lines`]: one pass in order (its plugins'
+/// state, task names learned from sched events and function call stacks, is not a carry).
+struct InOrder<'t>(std::sync::Mutex<Report<'t>>);
+
+impl crate::lines::Lines for InOrder<'_> {
+    type Carry = ();
+    fn lines(&self, range: std::ops::Range<usize>, _: &mut (), out: &mut Vec<u8>) {
+        let Ok(mut r) = self.0.lock() else { return };
+        let missed = &r.trace.meta.missed_before;
+        let mut mi = missed.partition_point(|m| m.0 < range.start);
+        for i in range {
+            let mut m = None;
+            while mi < missed.len() && missed[mi].0 <= i {
+                if missed[mi].0 == i {
+                    m = Some(missed[mi].1);
+                }
+                mi += 1;
             }
-            mi += 1;
-        }
-        if !r.selected(i) {
-            continue;
-        }
-        r.event(i, m, &mut out);
-        if out.len() >= (1 << 20) - 4096 {
-            w.write_all(&out)?;
-            out.clear();
+            if r.selected(i) {
+                r.event(i, m, out);
+            }
         }
     }
-    w.write_all(&out)?;
-    w.flush()
+    fn merge(_: &mut (), _: &()) {}
+    fn parallel(&self) -> bool {
+        false
+    }
+}
+
+/// Write the selected events of `trace` as `trace-cmd report` does (formatted, or raw with
+/// `opts.raw`), header first (the text views' one output path, [`crate::lines::write`]).
+pub fn dump<W: Write>(trace: &Trace, opts: ReportOptions, w: &mut W) -> std::io::Result<()> {
+    let r = Report::new(trace, opts)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut head = Vec::new();
+    r.header(&mut head);
+    let view = InOrder(std::sync::Mutex::new(r));
+    crate::lines::write(&view, trace.events.len(), &head, w)
 }

@@ -549,7 +549,7 @@ pub fn run_lab(
 
 /// Move the calling (writer) thread off the CPUs it cycles, until the guard drops. Writing
 /// `0` to the online file of the CPU one runs on makes the kernel migrate the writer too,
-/// and the time shows it (README, `pmlab hotplug`, gives a shell loop's figures floating and
+/// and the time shows it (docs/development.md, "Validation figures", gives a shell loop's figures floating and
 /// pinned). None on a fake tree (its CPUs are not this machine's) and when no other CPU is
 /// allowed (noted).
 fn pin_writer(

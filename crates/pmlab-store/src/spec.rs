@@ -545,7 +545,7 @@ pub struct Budget {
 /// The default settle: about six half-lives (32 ms) of the scheduler's load tracking, after
 /// which load left by the previous run weighs under 2%. Measured on a 2-vCPU guest: short
 /// unpinned pipe runs after 0.2 s of idle land where their own start-up puts them, back to
-/// back they follow the run before (README, "Placement and regimes").
+/// back they follow the run before (docs/development.md, "Benchmarks").
 pub const DEFAULT_SETTLE: Duration = Duration::from_millis(200);
 
 impl Default for Budget {

@@ -700,7 +700,7 @@ pub fn populate_job<T>(v: &Vec<T>) -> impl FnOnce() + Send + 'static {
 /// Whether asking for huge pages pays: not in a guest whose host takes free memory back
 /// (free page reporting). There a huge page comes from a reported block, and its first
 /// touch faults in the host too, so huge pages fill slower than 4 KiB ones after a few idle
-/// seconds (figures in README.md, "Benchmarks").
+/// seconds (figures in docs/development.md, "Benchmarks").
 fn huge_pages_pay() -> bool {
     static PAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PAY.get_or_init(|| {

@@ -50,7 +50,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     // Checked before anything is written: a bad -e prints nothing but the error.
     if !args.json {
-        pmlab_dump::report::Report::new(&trace, opts.clone())?;
+        let r = pmlab_dump::report::Report::new(&trace, opts.clone())?;
+        // Once per event type, before the lines: where they differ from trace-cmd's.
+        for u in r.unsupported() {
+            eprintln!("pmlab dump: warning: {u}");
+        }
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();

@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod hotplug;
 pub mod info;
 pub mod knob;
+pub mod manual;
 pub mod meter;
 pub mod record;
 pub mod remote;

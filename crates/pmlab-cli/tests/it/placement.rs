@@ -1,4 +1,4 @@
-//! Placement as a controlled input and regimes in verdicts: README's first compare example
+//! Placement as a controlled input and regimes in verdicts: the guide's first compare example
 //! concludes the same with and without load beside it, and a compare under the scheduler's
 //! placement reports its runs per regime instead of a verdict across them.
 
@@ -7,7 +7,8 @@ use serde_json::Value;
 
 const POLL: &str = "haltpoll.guest_halt_poll_ns=200us";
 
-/// README's first compare, with pmlab's own options `opts` and the workload's `extra`.
+/// The guide's first compare (docs/experiments.md), with pmlab's own options `opts` and the
+/// workload's `extra`.
 fn compare(db: &str, opts: &[&str], extra: &[&str]) -> Value {
     let out = pmlab()
         .args(["compare", "--a", "", "--b", POLL])
@@ -57,9 +58,9 @@ impl Drop for Load {
 }
 
 it_test!(readme_compare_concludes_the_same_quiet_and_under_load);
-/// README's first compare example, exactly as written, against the same with explicit
-/// two-CPU placement: quiet, then with `nice -n 10 stress-ng --cpu 1` beside it. Each says
-/// "B faster" within 10 runs a side, and the effects agree within 10 points.
+/// The guide's first compare example (docs/experiments.md), exactly as written, against the
+/// same with explicit two-CPU placement: quiet, then with `nice -n 10 stress-ng --cpu 1` beside
+/// it. Each says "B faster" within 10 runs a side, and the effects agree within 10 points.
 fn readme_compare_concludes_the_same_quiet_and_under_load() {
     if !is_root() || cpuidle_driver() != "haltpoll" {
         skip!(
