@@ -7,6 +7,7 @@ use crate::freq::{self, FreqReport};
 use crate::haltpoll::{self, HaltpollReport};
 use crate::idle::{self, IdleReport};
 use crate::kicks::{self, KicksReport};
+use crate::kvm::{self, KvmExits};
 use crate::replay::{self, WhatifReport};
 use crate::sched::{self, SchedReport};
 use crate::table::Table;
@@ -37,16 +38,19 @@ pub enum Analysis {
     Whatif,
     /// Idle-balance kicks ([`crate::kicks`]).
     Kicks,
+    /// VM exits by reason ([`crate::kvm`]): shown unasked only for traces with `kvm_exit`
+    /// events.
+    Kvm,
 }
 
 /// The analyses' names, in [`Analysis::ALL`] order (for listings, e.g. the Python module's).
 pub const KINDS: &[&str] = &[
-    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif", "kicks",
+    "idle", "wakeups", "hotplug", "sched", "freq", "energy", "haltpoll", "whatif", "kicks", "kvm",
 ];
 
 impl Analysis {
     /// Every analysis, in the order reports list them.
-    pub const ALL: [Analysis; 9] = [
+    pub const ALL: [Analysis; 10] = [
         Analysis::Idle,
         Analysis::Wakeups,
         Analysis::Hotplug,
@@ -56,6 +60,7 @@ impl Analysis {
         Analysis::Haltpoll,
         Analysis::Whatif,
         Analysis::Kicks,
+        Analysis::Kvm,
     ];
 
     /// The name `--only` takes and reports use (`idle`, `wakeups`, ...).
@@ -202,6 +207,10 @@ pub struct Report {
     /// Idle-balance kicks and tick balances.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kicks: Option<Outcome<KicksReport>>,
+    /// VM exits by reason: when selected by name, or unasked when the trace has `kvm_exit`
+    /// events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kvm: Option<Outcome<KvmExits>>,
 }
 
 /// Inputs besides the trace.
@@ -322,6 +331,9 @@ pub fn run(trace: &Trace, opts: &Options, only: &[Analysis], extras: Extras) -> 
     r.sched = sched.map(outcome);
     r.freq = freq.map(outcome);
     r.kicks = kicks.map(outcome);
+    // Unasked, only where there is something to say: most traces have no VM exits.
+    let wants_kvm = only.contains(&Analysis::Kvm) || (only.is_empty() && kvm::has_exits(trace));
+    r.kvm = wants_kvm.then(|| outcome(kvm::exits(trace, None)));
     r.haltpoll = haltpoll.map(outcome);
     if want(Analysis::Energy) {
         r.energy = Some(match (extras.model, periods.as_ref().expect("computed")) {
@@ -386,6 +398,9 @@ impl Report {
         }
         if let Some(o) = &self.whatif {
             v.push(o.section("whatif"));
+        }
+        if let Some(o) = &self.kvm {
+            v.push(o.section("kvm"));
         }
         v
     }

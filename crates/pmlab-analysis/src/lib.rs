@@ -15,6 +15,7 @@ pub mod haltpoll;
 pub mod hotplug;
 pub mod idle;
 pub mod kicks;
+pub mod kvm;
 pub mod missing;
 pub mod parquet;
 pub mod replay;

@@ -9,6 +9,7 @@ pub mod perfetto;
 mod printfmt;
 pub mod render;
 pub mod report;
+pub mod symbolic;
 
 // The trace model under its own names, so paths read `crate::model::..`.
 use pmlab_trace::{columns, kallsyms, model};

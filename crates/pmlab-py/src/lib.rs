@@ -378,7 +378,7 @@ fn open(py: Python<'_>, path: PathBuf) -> PyResult<Trace> {
 }
 
 /// The tables `pmlab analyze --export` writes, by name, as Arrow tables. `only` selects
-/// analyses (idle, wakeups, hotplug, sched, freq, energy, haltpoll, whatif, kicks); default all.
+/// analyses (idle, wakeups, hotplug, sched, freq, energy, haltpoll, whatif, kicks, kvm); default all.
 #[pyfunction]
 #[pyo3(signature = (path, only=None))]
 fn analyze<'py>(

@@ -39,7 +39,7 @@ cross-check of trace idle time against the kernel's counters.
 pub struct Args {
     /// Trace file (trace.dat v6/v7).
     file: PathBuf,
-    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif,kicks (default: all).
+    /// Analyses to run, comma-separated: idle,wakeups,hotplug,sched,freq,energy,haltpoll,whatif,kicks,kvm (default: all; kvm only for traces with kvm_exit events).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     only: Vec<String>,
     /// Only these CPUs (e.g. 0-3,6).

@@ -23,6 +23,7 @@ mod hotplug;
 mod info;
 mod interrupt;
 mod knob;
+mod kvm;
 mod lab;
 mod layering;
 mod lineup;
