@@ -527,5 +527,16 @@ fn describe_step(step: &Step) -> String {
             if h.trace { ", traced" } else { "" }
         ),
         Step::PredictPolling => "replay the wakeup trace under the haltpoll governor".into(),
+        Step::Boot(b) => format!(
+            "boot {}: command lines [{}] × vCPUs {:?}, up to {} boots",
+            b.kernel.display(),
+            b.cmdlines
+                .iter()
+                .map(|c| if c.is_empty() { "(default)" } else { c.as_str() })
+                .collect::<Vec<_>>()
+                .join("; "),
+            b.vcpus,
+            b.budget.max_runs.map_or("?".into(), |n| n.to_string())
+        ),
     }
 }
