@@ -13,6 +13,7 @@ mod util;
 
 mod analyze;
 mod bundle;
+mod disturbance;
 mod dump;
 mod energy;
 mod fleet;
@@ -24,6 +25,7 @@ mod knob;
 mod lab;
 mod layering;
 mod lineup;
+mod load;
 mod needless;
 mod observer;
 mod perfetto;
