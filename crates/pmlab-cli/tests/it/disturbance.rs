@@ -124,9 +124,13 @@ fn every_run_reports_its_disturbance_in_json_results_and_the_html_report() {
         "disturbance*",
     ]));
     assert!(shown.contains("disturbance.workload_pct@cpu"), "{shown}");
-    let html = dir.path().join("r.html");
-    stdout_of(pmlab().args(["report", &id, "--db", &db, "-o"]).arg(&html));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let html = dir.path().join("html");
+    stdout_of(
+        pmlab()
+            .args(["report", &id, "--db", &db, "--out"])
+            .arg(&html),
+    );
+    let page = std::fs::read_to_string(html.join("report.html")).unwrap();
     assert!(page.contains("disturbance.share_pct"), "the HTML report");
 }
 
