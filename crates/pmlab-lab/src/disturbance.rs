@@ -49,7 +49,15 @@ pub mod names {
     pub const WINDOW_MS: &str = "disturbance.window_ms";
     /// How long `--wait-quiet` waited before the run, s.
     pub const WAITED_S: &str = "disturbance.waited_s";
+    /// Traced runs: other tasks' time on the workload's CPUs from `sched_switch`, ms.
+    pub const TRACED_MS: &str = "disturbance.traced_ms";
+    /// Traced runs: `disturbance.task_ms.COMM`, one of the [`TOP_TASKS`](super::TOP_TASKS)
+    /// commands whose tasks (all pids of that name) ran longest on the workload's CPUs, ms.
+    pub const TASK_MS_PREFIX: &str = "disturbance.task_ms.";
 }
+
+/// How many intruders a traced run names.
+pub const TOP_TASKS: usize = 5;
 
 /// Both reads of one side of the window.
 #[derive(Debug, Clone)]
@@ -220,6 +228,78 @@ impl SideSource for DisturbanceSource {
             None => Vec::new(),
         })
     }
+}
+
+/// Who else ran, from a traced run: every task that is not one of `own` (the experiment's
+/// tasks, their forks included: `pmlab_analysis::sched::forked_from`), by its time on the
+/// workload's CPUs (empty: every CPU) from `sched_switch`. Metrics: [`names::TRACED_MS`] (and
+/// per CPU), and the [`TOP_TASKS`] longest-running commands as
+/// `disturbance.task_ms.COMM`. Nothing when the trace lacks `sched_switch` or
+/// `sched_process_fork` (then the experiment's workers could not be told from the others).
+pub fn intruders(trace: &pmlab_trace::Trace, own: &[i32], workload_cpus: &[u32]) -> Vec<Metric> {
+    let Ok(ours) = pmlab_analysis::sched::forked_from(trace, own) else {
+        return Vec::new();
+    };
+    let opts = pmlab_analysis::Options {
+        cpus: (!workload_cpus.is_empty()).then(|| workload_cpus.iter().copied().collect()),
+        ..pmlab_analysis::Options::default()
+    };
+    let Ok(tasks) = pmlab_analysis::sched::runtime(trace, &opts) else {
+        return Vec::new();
+    };
+    let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut per_comm: BTreeMap<String, u64> = BTreeMap::new();
+    for t in tasks.iter().filter(|t| !ours.contains(&t.pid)) {
+        *per_cpu.entry(t.cpu).or_default() += t.ns;
+        *per_comm.entry(metric_safe(&t.comm)).or_default() += t.ns;
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let neutral = |name: String, ns: u64| Metric::new(name, ms(ns), "ms", Direction::Neutral);
+    let mut out = vec![neutral(names::TRACED_MS.into(), per_cpu.values().sum())];
+    for cpu in opts.cpus.iter().flatten() {
+        let ns = per_cpu.get(cpu).copied().unwrap_or(0);
+        out.push(neutral(names::TRACED_MS.into(), ns).on_cpu(*cpu));
+    }
+    let mut top: Vec<(String, u64)> = per_comm.into_iter().filter(|(_, ns)| *ns > 0).collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (comm, ns) in top.into_iter().take(TOP_TASKS) {
+        out.push(neutral(format!("{}{comm}", names::TASK_MS_PREFIX), ns));
+    }
+    out
+}
+
+/// A command name as part of a metric name: no `@` (the CPU suffix), `,` or `*` (side
+/// selections), spaces or control characters.
+fn metric_safe(comm: &str) -> String {
+    let s: String = comm
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_./:+#".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "_".into()
+    } else {
+        s
+    }
+}
+
+/// The experiment's live tasks: this process's threads (`/proc/self/task`).
+pub fn own_tasks() -> Vec<i32> {
+    let mut out = vec![std::process::id() as i32];
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        out.extend(
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Whether a metric is one of the disturbance's (for reports that show them apart).

@@ -26,8 +26,9 @@ impl OwnCpuTime {
 }
 
 fn usage(who: libc::c_int) -> std::io::Result<Nanos> {
-    // SAFETY: getrusage writes only the struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only the struct it is given, which lives through the call.
     if unsafe { libc::getrusage(who, &mut r) } != 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -178,8 +178,15 @@ fn an_aa_compare_loaded_halfway_through_one_side_is_never_a_difference() {
         .args(["pipe", "--loops", "5000", "--cpus", &pair])
         .output()
         .unwrap();
-    // If the hook never fired, unblock the starter so the test ends.
-    let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    // If the hook never fired, unblock the starter so the test ends (non-blocking: when it
+    // did fire, nobody reads the FIFO any more and a plain open would wait forever).
+    let _ = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+    };
     let (hog, writer) = starter.join().unwrap();
     let written = writer.written();
     drop((hog, writer));
@@ -203,4 +210,53 @@ fn an_aa_compare_loaded_halfway_through_one_side_is_never_a_difference() {
         verdict.contains("machine busy") || verdict.contains("disturbed"),
         "{verdict}"
     );
+}
+
+it_test!(a_traced_run_names_a_hog_on_its_cpu_and_not_its_own_workers);
+/// A CPU hog pinned to the workload's CPU is named among a traced run's intruders, with about
+/// its share of the CPU; pmlab's own forked workers (named `pmlab` too) are not intruders.
+fn a_traced_run_names_a_hog_on_its_cpu_and_not_its_own_workers() {
+    crate::util::need_root("recording a trace");
+    let cpu = *online_cpus().last().unwrap();
+    let pair = format!("{cpu},{cpu}");
+    let _hog = CpuHog::start_on(0, cpu);
+    // stress-ng forks its worker before the run starts.
+    std::thread::sleep(Duration::from_millis(300));
+    let out = stdout_of(pmlab().args([
+        "run", "--json", "--trace", "--settle", "0", "pipe", "--loops", "20000", "--cpus", &pair,
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let side = v["side_metrics"].as_array().unwrap();
+    let get = |name: &str| {
+        side.iter()
+            .find(|m| m["name"] == name && m["cpu"].is_null())
+            .and_then(|m| m["value"].as_f64())
+    };
+    let window = get("disturbance.window_ms").expect("the disturbance window");
+    let named: Vec<(&str, f64)> = side
+        .iter()
+        .filter_map(|m| {
+            let n = m["name"].as_str()?.strip_prefix("disturbance.task_ms.")?;
+            Some((n, m["value"].as_f64()?))
+        })
+        .collect();
+    eprintln!("window {window:.1} ms, intruders {named:?}");
+    assert!(named.len() <= 5, "{named:?}");
+    let hog = get("disturbance.task_ms.stress-ng-cpu").unwrap_or(0.0);
+    assert!(
+        hog >= 0.1 * window,
+        "the hog: {hog} ms of {window} ms; {named:?}"
+    );
+    // The experiment's own workers would take about as much as the hog if they were counted.
+    let own = get("disturbance.task_ms.pmlab").unwrap_or(0.0);
+    assert!(
+        own < 0.25 * window,
+        "pmlab's own tasks named: {own} ms; {named:?}"
+    );
+    let traced = side
+        .iter()
+        .find(|m| m["name"] == "disturbance.traced_ms" && m["cpu"].as_u64() == Some(cpu as u64))
+        .and_then(|m| m["value"].as_f64())
+        .expect("traced_ms on the workload's CPU");
+    assert!(traced >= hog - 1e-6, "{traced} < {hog}");
 }

@@ -35,7 +35,7 @@ impl SmallFileWriter {
                     if let Ok(mut f) = std::fs::File::create(&p) {
                         let len = 1024 + (n as usize * 7919) % 7168;
                         let _ = f.write_all(&block[..len]);
-                        if n % 64 == 0 {
+                        if n.is_multiple_of(64) {
                             let _ = f.sync_data();
                         }
                     }
@@ -73,6 +73,15 @@ pub struct CpuHog(std::process::Child);
 impl CpuHog {
     /// Start one CPU hog at nice `nice`.
     pub fn start(nice: i32) -> CpuHog {
+        CpuHog::spawn(nice, &[])
+    }
+
+    /// Start one CPU hog at nice `nice`, pinned to `cpu`; its worker's name is `stress-ng-cpu`.
+    pub fn start_on(nice: i32, cpu: u32) -> CpuHog {
+        CpuHog::spawn(nice, &["--taskset", &cpu.to_string()])
+    }
+
+    fn spawn(nice: i32, more: &[&str]) -> CpuHog {
         CpuHog(
             std::process::Command::new("nice")
                 .args([
@@ -83,6 +92,7 @@ impl CpuHog {
                     "1",
                     "--quiet",
                 ])
+                .args(more)
                 .spawn()
                 .expect("stress-ng (scripts/setup.sh installs it)"),
         )
