@@ -222,11 +222,31 @@ fn a_traced_run_names_a_hog_on_its_cpu_and_not_its_own_workers() {
     let _hog = CpuHog::start_on(0, cpu);
     // stress-ng forks its worker before the run starts.
     std::thread::sleep(Duration::from_millis(300));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db").to_string_lossy().into_owned();
+    stdout_of(
+        pmlab()
+            .args([
+                "compare",
+                "--trace",
+                "--a",
+                "",
+                "--b",
+                "",
+                "--max-runs",
+                "2",
+            ])
+            .args(["--settle", "0", "-q", "--db", &db])
+            .args(["pipe", "--loops", "20000", "--cpus", &pair]),
+    );
     let out = stdout_of(pmlab().args([
-        "run", "--json", "--trace", "--settle", "0", "pipe", "--loops", "20000", "--cpus", &pair,
+        "results", "--db", &db, "export", "latest", "--format", "json",
     ]));
     let v: Value = serde_json::from_str(&out).unwrap();
-    let side = v["side_metrics"].as_array().unwrap();
+    // The last run: measured, not a warm-up.
+    let side = v["runs"].as_array().unwrap().last().unwrap()["metrics"]
+        .as_array()
+        .unwrap();
     let get = |name: &str| {
         side.iter()
             .find(|m| m["name"] == name && m["cpu"].is_null())
