@@ -536,7 +536,6 @@ fn instance_is_removed_after_sigint_sigterm_and_sigkill() {
     untouched.check();
 }
 
-/// Voluntary context switches of a process's threads whose name starts with `prefix`.
 /// Bytes of every file under `dir` (a recording's output, growing as its readers move pages).
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
@@ -564,6 +563,7 @@ fn watermark_bytes(inst: &std::path::Path) -> u64 {
     kb * 1024 * pct / 100
 }
 
+/// Voluntary context switches of a process's threads whose name starts with `prefix`.
 fn thread_switches(pid: u32, prefix: &str) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
