@@ -169,7 +169,7 @@ pub fn judge(c: &mut Comparison, reference: &[Run], sample: &[Run], names: (&str
         );
     } else if disturbed {
         c.verdict = format!(
-            "{}; note: machine busy: {} (alone up to {:.0}% of change)",
+            "{}; note: machine busy: {} (alone that can change the result by up to {:.0}%)",
             c.verdict,
             during(&worst, worst_name),
             100.0 * explains
