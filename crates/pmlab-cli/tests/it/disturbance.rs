@@ -279,4 +279,17 @@ fn a_traced_run_names_a_hog_on_its_cpu_and_not_its_own_workers() {
         .and_then(|m| m["value"].as_f64())
         .expect("traced_ms on the workload's CPU");
     assert!(traced >= hog - 1e-6, "{traced} < {hog}");
+    let shown = stdout_of(pmlab().args([
+        "results",
+        "show",
+        "latest",
+        "--db",
+        &db,
+        "--side",
+        "disturbance.task_ms*",
+    ]));
+    assert!(
+        shown.contains("disturbance.task_ms.stress-ng-cpu"),
+        "{shown}"
+    );
 }
