@@ -1,6 +1,7 @@
 //! Scheduling latency: wakeup latency (`sched_waking` → the `sched_switch` that runs the
 //! task) and run-queue waits of preempted tasks (switched out runnable → switched back in),
-//! per task and overall, as percentiles.
+//! per task and overall, as percentiles; and each task's time on each CPU ([`runtime`]),
+//! with the tasks forked from given ones ([`forked_from`]), to name who else ran.
 
 use crate::stats::DurationSummary;
 use crate::table::Table;
@@ -8,6 +9,7 @@ use crate::{Missing, Options, Tabular};
 use pmlab_trace::Trace;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// One task's scheduling latencies (or all tasks').
 #[derive(Debug, Clone, Serialize)]
@@ -203,6 +205,106 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SchedReport, Missing> {
         tasks,
         notes,
     })
+}
+
+/// One task's time on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskRuntime {
+    /// The task's pid (thread id).
+    pub pid: i32,
+    /// Its command name, as the last switch naming it had it.
+    pub comm: String,
+    /// The CPU.
+    pub cpu: u32,
+    /// Time on that CPU, ns.
+    pub ns: u64,
+}
+
+/// Every task's time on each CPU `opts` wants, from `sched_switch`: a task runs from the
+/// switch to it until the switch away. A CPU's first switch's previous task ran since the
+/// trace began, its last switch's next task until the trace ends. Interrupts count as the
+/// time of the task they interrupted. The idle task (pid 0) is left out. Sorted by time,
+/// longest first.
+pub fn runtime(trace: &Trace, opts: &Options) -> Result<Vec<TaskRuntime>, Missing> {
+    let missing = || Missing::new("sched", &["sched:sched_switch"]);
+    let sw = trace
+        .event_id("sched", "sched_switch")
+        .ok_or_else(missing)?;
+    let f = |n: &str| trace.field(sw, n).ok_or_else(missing);
+    let (f_prev, f_prev_comm, f_next, f_next_comm) = (
+        f("prev_pid")?,
+        f("prev_comm")?,
+        f("next_pid")?,
+        f("next_comm")?,
+    );
+    let (t0, t1) = trace.bounds();
+    let ev = &trace.events;
+    // Per CPU: the running task, since when, and the event that named it.
+    let mut running: Vec<Option<(i32, u64, usize)>> = vec![None; ev.cpu_slots()];
+    let mut time: FxHashMap<(i32, u32), (u64, String)> = FxHashMap::default();
+    let mut add = |pid: i32, cpu: u32, ns: u64, comm: &str| {
+        if pid == 0 || !opts.wants(cpu) {
+            return;
+        }
+        let e = time.entry((pid, cpu)).or_default();
+        e.0 += ns;
+        if e.1 != comm {
+            e.1 = comm.to_string();
+        }
+    };
+    ev.for_each_of(sw, |i| {
+        let (c, ts) = (usize::from(ev.cpu[i]), ev.ts[i]);
+        let since = running[c].map_or(t0, |r| r.1);
+        let prev = trace.i64_at(i, f_prev) as i32;
+        add(
+            prev,
+            c as u32,
+            ts.saturating_sub(since),
+            trace.str_at(i, f_prev_comm),
+        );
+        running[c] = Some((trace.i64_at(i, f_next) as i32, ts, i));
+    });
+    for (c, r) in running.iter().enumerate() {
+        if let Some((pid, since, i)) = *r {
+            add(
+                pid,
+                c as u32,
+                t1.saturating_sub(since),
+                trace.str_at(i, f_next_comm),
+            );
+        }
+    }
+    let mut out: Vec<TaskRuntime> = time
+        .into_iter()
+        .map(|((pid, cpu), (ns, comm))| TaskRuntime { pid, comm, cpu, ns })
+        .collect();
+    out.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.cpu.cmp(&b.cpu))
+    });
+    Ok(out)
+}
+
+/// `roots` and every task (process or thread) forked from them or from their descendants
+/// while the trace ran, from `sched_process_fork`; `Missing` when the trace lacks that event.
+pub fn forked_from(trace: &Trace, roots: &[i32]) -> Result<BTreeSet<i32>, Missing> {
+    let missing = || Missing::new("sched", &["sched:sched_process_fork"]);
+    let id = trace
+        .event_id("sched", "sched_process_fork")
+        .ok_or_else(missing)?;
+    let (fp, fc) = (
+        trace.field(id, "parent_pid").ok_or_else(missing)?,
+        trace.field(id, "child_pid").ok_or_else(missing)?,
+    );
+    let mut tasks: BTreeSet<i32> = roots.iter().copied().collect();
+    // Events are in time order: a parent is in the set before its children are forked.
+    trace.events.for_each_of(id, |i| {
+        if tasks.contains(&(trace.i64_at(i, fp) as i32)) {
+            tasks.insert(trace.i64_at(i, fc) as i32);
+        }
+    });
+    Ok(tasks)
 }
 
 impl Tabular for SchedReport {

@@ -631,3 +631,76 @@ fn kicks_with_kicker_migration_and_outcome() {
     assert_eq!((c0.kicks, c0.tick_balances), (0, 1));
     assert_eq!(r.kickers[0].kicks, 2);
 }
+
+/// Time on each CPU from switches: before a CPU's first switch its previous task ran since
+/// the trace began, after its last switch the next task runs until the trace ends; the idle
+/// task and CPUs not wanted are left out; a task renamed by exec keeps its last name.
+#[test]
+fn runtime_per_task_and_cpu_from_switches() {
+    let (mut b, e) = base();
+    marker(&mut b, 0, 0);
+    e.switch(&mut b, 10, 0, (7, "cc1", 0), (0, "swapper/0"));
+    e.switch(&mut b, 30, 0, (0, "swapper/0", 0), (8, "sh"));
+    e.switch(&mut b, 45, 0, (8, "writer", 1), (7, "cc1"));
+    e.switch(&mut b, 20, 1, (9, "pmlab", 1), (0, "swapper/1"));
+    marker(&mut b, 100, 0);
+    let t = b.build();
+    let all = crate::sched::runtime(&t, &Options::default()).unwrap();
+    let got: Vec<(i32, &str, u32, u64)> = all
+        .iter()
+        .map(|r| (r.pid, r.comm.as_str(), r.cpu, r.ns))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (7, "cc1", 0, 10 + 55),
+            (9, "pmlab", 1, 20),
+            (8, "writer", 0, 15)
+        ]
+    );
+    let only1 = Options {
+        cpus: Some([1].into()),
+        ..Options::default()
+    };
+    let got = crate::sched::runtime(&t, &only1).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].pid, got[0].ns), (9, 20));
+}
+
+#[test]
+fn forked_from_follows_children_and_threads_of_children() {
+    let (mut b, _) = base();
+    let fork = b.event(
+        "sched",
+        "sched_process_fork",
+        &[
+            ("parent_comm", Ty::Comm),
+            ("parent_pid", Ty::I32),
+            ("child_comm", Ty::Comm),
+            ("child_pid", Ty::I32),
+        ],
+    );
+    let f = |b: &mut Builder, ts, parent: i32, child: i32| {
+        b.push(
+            ts,
+            0,
+            parent,
+            fork,
+            &[s("p"), V::I(parent as i64), s("p"), V::I(child as i64)],
+        );
+    };
+    f(&mut b, 1, 100, 101);
+    f(&mut b, 2, 101, 102);
+    f(&mut b, 3, 50, 51);
+    f(&mut b, 4, 102, 103);
+    let t = b.build();
+    let got = crate::sched::forked_from(&t, &[100, 200]).unwrap();
+    assert_eq!(
+        got.into_iter().collect::<Vec<_>>(),
+        [100, 101, 102, 103, 200]
+    );
+    let (mut b, e) = base();
+    e.switch(&mut b, 1, 0, (1, "a", 0), (0, "swapper/0"));
+    let m = crate::sched::forked_from(&b.build(), &[1]).unwrap_err();
+    assert!(format!("{m}").contains("sched_process_fork"), "{m}");
+}

@@ -229,6 +229,25 @@ impl Snapshot {
     }
 }
 
+/// /proc/stat's per-CPU times alone, with when they were read: what the lab's disturbance
+/// measurement reads right around a run's measured part (a [`Snapshot`] reads many files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuTimesSample {
+    /// CLOCK_MONOTONIC when read.
+    pub at: Nanos,
+    /// cpu → its `cpuN` line (online CPUs only), in clock ticks (`USER_HZ`).
+    pub cpus: BTreeMap<u32, CpuTimes>,
+}
+
+/// Read /proc/stat under `root_dir` ("/" in production): its `cpuN` lines.
+pub fn cpu_times_at(root_dir: &Path) -> Result<CpuTimesSample, CountersError> {
+    let path = root_dir.join("proc/stat");
+    let text = read(&path)?;
+    let at = now_monotonic();
+    let (_, _, cpus) = parse_stat(&path, &text)?;
+    Ok(CpuTimesSample { at, cpus })
+}
+
 fn read_cpuidle(cpu_dir: &Path) -> Result<BTreeMap<u32, Vec<IdleState>>, CountersError> {
     let mut out = BTreeMap::new();
     for (cpu, dir) in numbered(cpu_dir, "cpu")? {

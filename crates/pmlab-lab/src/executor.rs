@@ -221,8 +221,10 @@ pub enum FakeDistribution {
 /// reports `same_cpu_share`, 1 for a run of the second mode and 0 otherwise, as `pipe` does).
 /// Configurations set per-configuration values with knobs `fake.mean=X`, `fake.sd=X`,
 /// `fake.fail=1` (every run fails), `fake.mode2=X` and `fake.mode2_share=P` (a second
-/// population with mean X drawn with probability P: a bimodal metric); any other knob is
-/// refused as unknown, like the real one.
+/// population with mean X drawn with probability P: a bimodal metric), `fake.disturb=PCT`
+/// (from run sequence `disturb_from` on, others take PCT% of CPU 1: the run reports it as
+/// `disturbance.workload_pct@cpu1` and its value is divided by 1 − PCT/100, as a CPU-bound
+/// task given that much less CPU); any other knob is refused as unknown, like the real one.
 #[derive(Debug, Clone)]
 pub struct FakeSpec {
     /// Mean of the metric (`mean`), in `unit`.
@@ -247,6 +249,8 @@ pub struct FakeSpec {
     pub unit: String,
     /// Report the mode of each run as a `pipe`-style regime.
     pub regimes: bool,
+    /// Runs from this sequence number on are disturbed by `fake.disturb` (`disturb_from`).
+    pub disturb_from: usize,
 }
 
 impl FakeSpec {
@@ -264,6 +268,7 @@ impl FakeSpec {
             direction: Direction::Lower,
             unit: "us/op".into(),
             regimes: false,
+            disturb_from: 0,
         };
         let bad = |item: &str, why: &str| {
             ExecError::Invalid(format!("fake executor spec `{item}`: {why}"))
@@ -299,6 +304,9 @@ impl FakeSpec {
                 }
                 "unit" => spec.unit = value.to_string(),
                 "regimes" => spec.regimes = number()? != 0.0,
+                "disturb_from" => {
+                    spec.disturb_from = value.parse().map_err(|_| bad(item, "not an integer"))?
+                }
                 _ => return Err(bad(item, "unknown key")),
             }
         }
@@ -363,6 +371,7 @@ const FAKE_KNOBS: &[&str] = &[
     "fake.fail",
     "fake.mode2",
     "fake.mode2_share",
+    "fake.disturb",
 ];
 
 impl Executor for FakeExecutor {
@@ -449,7 +458,11 @@ impl Executor for FakeExecutor {
             // Right-skewed noise with roughly the same spread.
             FakeDistribution::LogNormal => mean * ((sd / mean * z).exp() - 1.0),
         };
-        let value = mean + self.spec.drift * context.sequence as f64 + noise;
+        let disturb = match self.knob("fake.disturb") {
+            Some(p) if context.sequence >= self.spec.disturb_from => (p / 100.0).clamp(0.0, 0.99),
+            _ => 0.0,
+        };
+        let value = (mean + self.spec.drift * context.sequence as f64 + noise) / (1.0 - disturb);
         let mut metrics = vec![Metric::new(
             "fake.time",
             value,
@@ -465,22 +478,34 @@ impl Executor for FakeExecutor {
                 Direction::Neutral,
             ));
         }
-        Ok(RunOutput {
-            metrics,
-            side_metrics: vec![
+        let mut side_metrics = vec![
+            Metric::new(
+                "fake.idle_residency",
+                50.0 + mean / 10.0 + z_side,
+                "%",
+                Direction::Neutral,
+            ),
+            Metric::new(
+                "fake.ipis",
+                1000.0 + 10.0 * z_side,
+                "1/s",
+                Direction::Neutral,
+            ),
+        ];
+        if self.knob("fake.disturb").is_some() {
+            side_metrics.push(
                 Metric::new(
-                    "fake.idle_residency",
-                    50.0 + mean / 10.0 + z_side,
+                    crate::disturbance::names::WORKLOAD_PCT,
+                    100.0 * disturb,
                     "%",
                     Direction::Neutral,
-                ),
-                Metric::new(
-                    "fake.ipis",
-                    1000.0 + 10.0 * z_side,
-                    "1/s",
-                    Direction::Neutral,
-                ),
-            ],
+                )
+                .on_cpu(1),
+            );
+        }
+        Ok(RunOutput {
+            metrics,
+            side_metrics,
             trace_path: None,
         })
     }

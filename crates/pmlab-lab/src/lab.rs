@@ -178,6 +178,8 @@ pub struct Sources {
     pub trace: Option<(PathBuf, Vec<String>)>,
     /// An external energy meter read around every run's measured part.
     pub meter: Option<crate::meter::MeterSpec>,
+    /// Before each run, wait for a quiet machine (`--wait-quiet`).
+    pub wait_quiet: Option<crate::quiet::WaitQuiet>,
 }
 
 /// One `pmlab run`: the workload's result and the side metrics around its measured part.
@@ -307,6 +309,10 @@ impl Lab {
             v.push(Box::new(crate::meter::MeterSource::start(m)?));
         }
         v.push(Box::new(CounterSource::new(self.root_path())));
+        // Last: its window around the measured part holds the least of the others' reads.
+        v.push(Box::new(crate::disturbance::DisturbanceSource::new(
+            self.root_path(),
+        )));
         Ok(v)
     }
 
@@ -348,11 +354,10 @@ impl Lab {
 
     /// The executor of this machine.
     pub fn machine_executor(&self, sources: &Sources) -> Result<MachineExecutor, LabError> {
-        Ok(MachineExecutor::new(
-            self.root_path(),
-            self.knobs(),
-            self.side_sources(sources)?,
-        ))
+        Ok(
+            MachineExecutor::new(self.root_path(), self.knobs(), self.side_sources(sources)?)
+                .waiting_quiet(sources.wait_quiet),
+        )
     }
 
     /// The executor for an experiment: the fake one when a spec is given (tests), else the machine.
@@ -421,6 +426,7 @@ impl Lab {
             self.side_sources(&Sources {
                 trace: None,
                 meter: sources.meter.clone(),
+                wait_quiet: None,
             })?,
         );
         let configuration = Configuration {
@@ -431,7 +437,16 @@ impl Lab {
         notes.extend(pmlab_kernel::knob::effect_notes(&self.root, knobs));
         let out = match pmlab_workload::settle(pmlab_kernel::Nanos(settle.as_nanos() as u64)) {
             Ok(true) => Err(WorkloadError::Cancelled),
-            Ok(false) => exec.run_spec(spec, &RunContext::single()),
+            Ok(false) => match sources.wait_quiet.map(|q| q.wait(&self.root_path())) {
+                Some(Err(crate::quiet::QuietError::Cancelled)) => Err(WorkloadError::Cancelled),
+                Some(Err(e)) => Err(WorkloadError::Probe(Box::new(e))),
+                waited => exec.run_spec(spec, &RunContext::single()).map(|mut r| {
+                    if let Some(Ok(w)) = waited {
+                        r.1.extend(w.metrics());
+                    }
+                    r
+                }),
+            },
             Err(e) => Err(e),
         };
         exec.restore()?;

@@ -2,11 +2,13 @@
 //! tracer, energy meters), the interleaved adaptive protocol and its executors.
 #![forbid(unsafe_code)]
 
+pub mod disturbance;
 pub mod executor;
 pub mod lab;
 pub mod machine;
 pub mod meter;
 pub mod protocol;
+pub mod quiet;
 pub mod recording;
 pub mod request;
 pub mod scripted;

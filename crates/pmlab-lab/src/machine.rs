@@ -101,6 +101,8 @@ impl Knobs for TransactionKnobs {
 pub trait SideSource {
     /// Which run comes next (before `before`); `label` is the configuration's.
     fn begin_run(&mut self, _context: &RunContext, _label: &str) {}
+    /// The CPUs the next run's workload runs on (empty: any), before `before`.
+    fn workload_cpus(&mut self, _cpus: &[u32]) {}
     /// Start measuring, right before the measured part.
     fn before(&mut self) -> Result<(), ProbeError>;
     /// Stop measuring, right after the measured part; the metrics of the run.
@@ -147,6 +149,10 @@ pub struct MachineExecutor {
     sources: Vec<Box<dyn SideSource>>,
     /// Label of the configuration in place.
     label: String,
+    /// `--wait-quiet`: wait for a quiet machine after each settle.
+    wait_quiet: Option<crate::quiet::WaitQuiet>,
+    /// How the last wait for a quiet machine ended, for the next run's side metrics.
+    waited: Option<crate::quiet::Waited>,
 }
 
 impl MachineExecutor {
@@ -158,7 +164,15 @@ impl MachineExecutor {
             specs: Vec::new(),
             sources,
             label: String::new(),
+            wait_quiet: None,
+            waited: None,
         }
+    }
+
+    /// Wait for a quiet machine before each run (`--wait-quiet`); None: do not.
+    pub fn waiting_quiet(mut self, wait_quiet: Option<crate::quiet::WaitQuiet>) -> Self {
+        self.wait_quiet = wait_quiet;
+        self
     }
 }
 
@@ -170,8 +184,11 @@ impl MachineExecutor {
         spec: &WorkloadSpec,
         context: &RunContext,
     ) -> Result<(WorkloadResult, Vec<Metric>, Option<PathBuf>), WorkloadError> {
+        // A workload whose CPUs cannot be told is taken to use any CPU.
+        let cpus = spec.cpus().unwrap_or_default();
         for s in self.sources.iter_mut() {
             s.begin_run(context, &self.label);
+            s.workload_cpus(&cpus);
         }
         let mut probe = SourcesProbe {
             sources: &mut self.sources,
@@ -209,10 +226,19 @@ impl Probe for SourcesProbe<'_> {
 
 impl Executor for MachineExecutor {
     fn settle(&mut self, duration: std::time::Duration) -> Result<(), RunError> {
-        match pmlab_workload::settle(pmlab_kernel::Nanos(duration.as_nanos() as u64))? {
-            true => Err(pmlab_workload::WorkloadError::Cancelled.into()),
-            false => Ok(()),
+        if pmlab_workload::settle(pmlab_kernel::Nanos(duration.as_nanos() as u64))? {
+            return Err(pmlab_workload::WorkloadError::Cancelled.into());
         }
+        self.waited = None;
+        if let Some(q) = self.wait_quiet {
+            self.waited = Some(q.wait(&self.root).map_err(|e| match e {
+                crate::quiet::QuietError::Cancelled => {
+                    RunError::from(pmlab_workload::WorkloadError::Cancelled)
+                }
+                e => RunError::from(pmlab_workload::WorkloadError::Probe(Box::new(e))),
+            })?);
+        }
+        Ok(())
     }
 
     fn validate(&mut self, experiment: &Experiment) -> Result<(), ExecError> {
@@ -248,7 +274,10 @@ impl Executor for MachineExecutor {
             Some(s) => s.clone(),
             None => WorkloadSpec::from_words(&workload.argv)?,
         };
-        let (r, side_metrics, trace_path) = self.run_spec(&spec, context)?;
+        let (r, mut side_metrics, trace_path) = self.run_spec(&spec, context)?;
+        if let Some(w) = self.waited.take() {
+            side_metrics.extend(w.metrics());
+        }
         Ok(RunOutput {
             metrics: r.metrics,
             side_metrics,

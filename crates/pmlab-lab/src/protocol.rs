@@ -250,6 +250,8 @@ struct State {
     samples: Vec<Vec<f64>>,
     /// The regime of each sample, as the run reported it.
     regimes: Vec<Vec<Option<pmlab_workload::Regime>>>,
+    /// What others took of the workload's CPUs during each sample's run.
+    disturbances: Vec<Vec<Option<pmlab_stats::disturbance::RunDisturbance>>>,
     failures: Vec<usize>,
     measured: usize,
     failed: usize,
@@ -284,6 +286,7 @@ pub fn run_experiment(
     let mut state = State {
         samples: vec![Vec::new(); units.len()],
         regimes: vec![Vec::new(); units.len()],
+        disturbances: vec![Vec::new(); units.len()],
         failures: vec![0; units.len()],
         units,
         measured: 0,
@@ -477,6 +480,14 @@ fn measure(
                     RunStatus::Ok => {
                         state.samples[u].push(output.metrics[0].value);
                         state.regimes[u].push(pmlab_workload::Regime::of_result(&output.metrics));
+                        state.disturbances[u].push(
+                            pmlab_stats::disturbance::RunDisturbance::of_metrics(
+                                output
+                                    .side_metrics
+                                    .iter()
+                                    .map(|m| (m.name.as_str(), m.cpu, m.value)),
+                            ),
+                        );
                     }
                     _ => {
                         state.failed += 1;
@@ -532,7 +543,12 @@ impl State {
         self.samples[u]
             .iter()
             .zip(&self.regimes[u])
-            .map(|(&value, &regime)| populations::Run { value, regime })
+            .zip(&self.disturbances[u])
+            .map(|((&value, &regime), &disturbance)| populations::Run {
+                value,
+                regime,
+                disturbance,
+            })
             .collect()
     }
 }
@@ -597,10 +613,15 @@ fn should_stop(
             }) else {
                 return false;
             };
-            // A decision across regimes or modes is no decision (`crate::populations`).
-            populations::comparable(&state.runs(r), &state.runs(u))
+            // A decision across regimes or modes is no decision (`crate::populations`), nor
+            // one that what else ran could explain (`pmlab_stats::disturbance`).
+            let (ra, ua) = (state.runs(r), state.runs(u));
+            populations::comparable(&ra, &ua)
                 && stats::relative_change(&state.samples[r], &state.samples[u], DECIDED_CONFIDENCE)
-                    .is_some_and(|c| c.excludes_zero())
+                    .is_some_and(|c| {
+                        c.excludes_zero()
+                            && !pmlab_stats::disturbance::could_explain(&ra, &ua, c.low, c.high)
+                    })
         });
         if decided {
             return Some(StopReason::Decided);

@@ -2,7 +2,7 @@
 //! `pmlab_trace::record::Recorder` into a trace.dat file next to the result store
 //! (`STORE.traces/experiment-ID/run-NNNN-LABEL.dat`), and reports side metrics from it:
 //! recording counts, and idle share/entries, idle exits by cause and needless exits per CPU
-//! (pmlab-analysis).
+//! (pmlab-analysis), and who else ran on the workload's CPUs (`crate::disturbance::intruders`).
 
 use crate::executor::RunContext;
 use crate::machine::SideSource;
@@ -35,6 +35,9 @@ pub struct TraceSource {
     current: Option<PathBuf>,
     recorder: Option<Recorder>,
     last: Option<PathBuf>,
+    workload_cpus: Vec<u32>,
+    /// The experiment's threads seen while recording (the recorder's own included).
+    own: Vec<i32>,
 }
 
 pub use crate::store::traces_dir;
@@ -54,6 +57,8 @@ impl TraceSource {
             current: None,
             recorder: None,
             last: None,
+            workload_cpus: Vec::new(),
+            own: Vec::new(),
         })
     }
 }
@@ -100,6 +105,10 @@ impl SideSource for TraceSource {
         self.last = None;
     }
 
+    fn workload_cpus(&mut self, cpus: &[u32]) {
+        self.workload_cpus = cpus.to_vec();
+    }
+
     fn before(&mut self) -> Result<(), ProbeError> {
         let output = self
             .current
@@ -116,6 +125,7 @@ impl SideSource for TraceSource {
         };
         let rec = Recorder::start(&self.root, opts).map_err(TraceSourceError::Record)?;
         self.recorder = Some(rec);
+        self.own = crate::disturbance::own_tasks();
         Ok(())
     }
 
@@ -123,6 +133,9 @@ impl SideSource for TraceSource {
         let Some(rec) = self.recorder.take() else {
             return Ok(Vec::new());
         };
+        // Threads that started during the run and still live were forked in the trace too;
+        // these are for threads that began before it.
+        self.own.extend(crate::disturbance::own_tasks());
         let s = rec.stop().map_err(TraceSourceError::Record)?;
         self.last = Some(s.path.clone());
         let m = |name: &str, v: u64, unit: &str| {
@@ -133,7 +146,11 @@ impl SideSource for TraceSource {
             m("trace.lost", s.total_lost(), ""),
             m("trace.bytes", s.bytes, "B"),
         ];
-        out.extend(analysis_metrics(&s.path));
+        out.extend(analysis_metrics(
+            &s.path,
+            &std::mem::take(&mut self.own),
+            &self.workload_cpus,
+        ));
         Ok(out)
     }
 
@@ -142,13 +159,18 @@ impl SideSource for TraceSource {
     }
 }
 
-/// Side metrics from the idle and wakeups analyses of a trace (none when it lacks the events).
-pub(crate) fn analysis_metrics(path: &Path) -> Vec<Metric> {
+/// Side metrics from the idle and wakeups analyses of a trace (none when it lacks the events),
+/// and, given the experiment's tasks (`own`, none: skipped), who else ran on the workload's
+/// CPUs.
+pub(crate) fn analysis_metrics(path: &Path, own: &[i32], workload_cpus: &[u32]) -> Vec<Metric> {
     let Ok(trace) = pmlab_trace::open(path) else {
         return Vec::new();
     };
     let opts = pmlab_analysis::Options::default();
     let mut out = Vec::new();
+    if !own.is_empty() {
+        out.extend(crate::disturbance::intruders(&trace, own, workload_cpus));
+    }
     let n = |name: String, v: f64, unit: &str| Metric::new(name, v, unit, Direction::Neutral);
     if let Ok(idle) = pmlab_analysis::idle::analyze(&trace, &opts) {
         let span_s = idle.span_ns.max(1) as f64 / 1e9;
@@ -241,7 +263,7 @@ mod tests {
     fn needless_side_metric_only_where_decidable() {
         let f = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/haltpoll_pipe_off.dat");
-        let m = analysis_metrics(&f);
+        let m = analysis_metrics(&f, &[], &[]);
         let needless: Vec<&Metric> = m
             .iter()
             .filter(|m| m.name == "trace.wakeups.needless.per_s")

@@ -13,7 +13,8 @@ use pmlab_kernel::MetricKey;
 use serde::Serialize;
 
 /// Side metrics shown beside the primary metric by default, when the runs have them
-/// (counter names from `pmlab_kernel::counters`; `fake.*` from the fake executor).
+/// (counter names from `pmlab_kernel::counters`, `disturbance.*` from pmlab-lab's
+/// disturbance source; `fake.*` from the fake executor).
 pub const DEFAULT_SIDE_METRICS: &[&str] = &[
     "idle.POLL.time_ms",
     "irq.CAL.per_s",
@@ -23,6 +24,7 @@ pub const DEFAULT_SIDE_METRICS: &[&str] = &[
     "ctxt.per_s",
     "power.W",
     "energy.J",
+    "disturbance.share_pct",
     "fake.idle_residency",
     "fake.ipis",
 ];
@@ -273,11 +275,12 @@ fn build_rows(
             let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
             let baseline = baselines[i].map(|b| &sources[b]);
             let comparison = match (primary, baseline) {
-                (Some(p), Some(b)) => Some(populations::compare(
+                (Some(p), Some(b)) => Some(populations::compare_named(
                     &b.runs(p.key()),
                     &runs,
                     p.direction,
                     true,
+                    (&b.label, &s.label),
                 )),
                 _ => None,
             };

@@ -3,5 +3,6 @@
 //! the regime they measured, and the multimodality check).
 #![forbid(unsafe_code)]
 
+pub mod disturbance;
 pub mod populations;
 pub mod stats;

@@ -33,6 +33,8 @@ pub struct Run {
     pub value: f64,
     /// The regime the run measured; None: its workload names none.
     pub regime: Option<Regime>,
+    /// What other tasks took of the workload's CPUs during the run; None: not measured.
+    pub disturbance: Option<crate::disturbance::RunDisturbance>,
 }
 
 /// Where a sample splits in two: `sorted[..at]` and `sorted[at..]`.
@@ -196,6 +198,35 @@ pub struct RegimeComparison {
 /// "inconclusive" where no regime has them, the qualifying regimes disagree, or a sample is
 /// bimodal for a reason pmlab cannot name.
 pub fn compare(reference: &[Run], sample: &[Run], direction: Direction, speed: bool) -> Comparison {
+    compare_named(
+        reference,
+        sample,
+        direction,
+        speed,
+        ("the reference", "this configuration"),
+    )
+}
+
+/// [`compare`], then the disturbance rule (`crate::disturbance::judge`), which names the
+/// sides `names` (reference, sample) in its words.
+pub fn compare_named(
+    reference: &[Run],
+    sample: &[Run],
+    direction: Direction,
+    speed: bool,
+    names: (&str, &str),
+) -> Comparison {
+    let mut c = compare_populations(reference, sample, direction, speed);
+    crate::disturbance::judge(&mut c, reference, sample, names);
+    c
+}
+
+fn compare_populations(
+    reference: &[Run],
+    sample: &[Run],
+    direction: Direction,
+    speed: bool,
+) -> Comparison {
     let values = |rs: &[Run]| rs.iter().map(|r| r.value).collect::<Vec<_>>();
     let (pa, pb) = (Population::of(reference), Population::of(sample));
     let same_regime = pa.regimes.len() <= 1
@@ -336,7 +367,13 @@ mod tests {
     }
 
     fn runs(xs: &[f64], regime: Option<Regime>) -> Vec<Run> {
-        xs.iter().map(|&value| Run { value, regime }).collect()
+        xs.iter()
+            .map(|&value| Run {
+                value,
+                regime,
+                disturbance: None,
+            })
+            .collect()
     }
 
     #[test]

@@ -524,6 +524,10 @@ pub struct Comparison {
     /// were not one population.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub by_regime: Vec<crate::populations::RegimeComparison>,
+    /// What other tasks took of the workload's CPUs on each side, and how the verdict
+    /// weighed it (`crate::disturbance`); None: the runs did not measure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disturbance: Option<crate::disturbance::Judged>,
 }
 
 fn pct(x: f64) -> String {
@@ -574,6 +578,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
             outcome: Outcome::Undetermined,
             verdict: "undetermined (need at least 2 runs each)".into(),
             by_regime: Vec::new(),
+            disturbance: None,
         };
     };
     let mwu_agrees = !matches!(mann_whitney, Some(m) if m.p >= ALPHA);
@@ -597,6 +602,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
             outcome: Outcome::NoSignificantChange,
             verdict,
             by_regime: Vec::new(),
+            disturbance: None,
         };
     }
     let increased = rel.change > 0.0;
@@ -637,6 +643,7 @@ pub fn compare(reference: &[f64], sample: &[f64], direction: Direction, speed: b
         outcome,
         verdict,
         by_regime: Vec::new(),
+        disturbance: None,
     }
 }
 

@@ -18,7 +18,14 @@ fn sample(centre: f64, spread: f64, n: usize) -> Vec<f64> {
 }
 
 fn runs(values: &[f64], regime: Option<Regime>) -> Vec<Run> {
-    values.iter().map(|&value| Run { value, regime }).collect()
+    values
+        .iter()
+        .map(|&value| Run {
+            value,
+            regime,
+            disturbance: None,
+        })
+        .collect()
 }
 
 it_test!(a_clear_change_gets_a_verdict_in_the_metrics_direction);

@@ -503,6 +503,16 @@ impl StoredRun {
                 .map(|m| (m.name.as_str(), m.value)),
         )
     }
+
+    /// What other tasks took of the workload's CPUs during the run, when it was measured.
+    pub fn disturbance(&self) -> Option<pmlab_stats::disturbance::RunDisturbance> {
+        pmlab_stats::disturbance::RunDisturbance::of_metrics(
+            self.metrics
+                .iter()
+                .filter(|m| m.side)
+                .map(|m| (m.name.as_str(), m.cpu, m.value)),
+        )
+    }
 }
 
 impl StoredMetric {
@@ -579,6 +589,7 @@ impl StoredExperiment {
                 Some(pmlab_stats::populations::Run {
                     value,
                     regime: r.regime(),
+                    disturbance: r.disturbance(),
                 })
             })
             .collect()

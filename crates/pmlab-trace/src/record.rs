@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 /// time on every wakeup (the observer effect: a cross-CPU pipe on an idle 2-CPU guest logs
 /// one CSD entry per remote wakeup, 12% more events; `csd_queue_cpu` would add as many again,
 /// and the kick's sender is the `ipi_send_cpu` or `sched_wake_idle_without_ipi` before it).
-/// Entries the machine lacks are skipped with a note.
+/// `sched_process_fork` (one event per fork or thread, nothing per wakeup) tells the lab's
+/// tasks from the others in a traced run. Entries the machine lacks are skipped with a note.
 pub const DEFAULT_EVENTS: &[&str] = &[
     "power:cpu_idle",
     "power:cpu_idle_miss",
@@ -43,6 +44,7 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "sched:sched_waking",
     "sched:sched_wake_idle_without_ipi",
     "sched:sched_migrate_task",
+    "sched:sched_process_fork",
     "ipi:ipi_send_cpu",
     "ipi:ipi_send_cpumask",
     "irq:irq_handler_entry",

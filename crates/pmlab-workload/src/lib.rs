@@ -12,6 +12,7 @@ pub mod cancel;
 mod children;
 mod cmd;
 mod cpus;
+pub mod cputime;
 mod gate;
 mod idle;
 mod messaging;

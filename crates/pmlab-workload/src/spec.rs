@@ -422,6 +422,32 @@ impl WorkloadSpec {
         }
     }
 
+    /// The CPUs the workload's tasks may run on, sorted and without repeats: its pinned CPUs
+    /// (`pipe`'s sides, `spin`'s and `wakeup`'s CPUs, `messaging --placement same`'s one CPU),
+    /// else every CPU pmlab may use (`idle`: none, it runs nothing). What the lab's disturbance
+    /// measurement calls "the workload's CPUs".
+    pub fn cpus(&self) -> Result<Vec<u32>, WorkloadError> {
+        let allowed =
+            || crate::cpus::allowed_cpus().map_err(|e| WorkloadError::io("sched_getaffinity", e));
+        let mut cpus = match self {
+            WorkloadSpec::Pipe { .. } => match self.pipe_sides()? {
+                Some(sides) => sides.to_vec(),
+                None => allowed()?,
+            },
+            WorkloadSpec::Spin { cpus: Some(c), .. }
+            | WorkloadSpec::Wakeup { cpus: Some(c), .. } => c.clone(),
+            WorkloadSpec::Messaging {
+                placement: Placement::Same,
+                ..
+            } => allowed()?.into_iter().take(1).collect(),
+            WorkloadSpec::Idle { .. } => Vec::new(),
+            _ => allowed()?,
+        };
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(cpus)
+    }
+
     /// The CPUs `pipe`'s two sides are pinned to (writer first), or None for the scheduler's
     /// choice: `cpus` as given, else chosen by the placement among the CPUs pmlab may use.
     pub fn pipe_sides(&self) -> Result<Option<[u32; 2]>, WorkloadError> {

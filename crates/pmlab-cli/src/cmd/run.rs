@@ -32,6 +32,10 @@ pub struct Args {
     /// from the scheduler's load tracking [default: 200ms; 0: off].
     #[arg(long, value_name = "DURATION", global = true, value_parser = super::run_spec::settle)]
     pub settle: Option<std::time::Duration>,
+    /// After the settle, wait until the machine has been quiet for 0.5 s, at most MAX
+    /// [default MAX: 10s]; the wait is in the side metrics (`disturbance.waited_s`).
+    #[arg(long, value_name = "MAX", global = true, num_args = 0..=1, default_missing_value = "10s", value_parser = super::run_spec::duration)]
+    pub wait_quiet: Option<std::time::Duration>,
     #[command(flatten)]
     pub meter: super::meter::MeterArgs,
 }
@@ -43,6 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let sources = pmlab_lab::lab::Sources {
         trace: None,
         meter: args.meter.spec()?,
+        wait_quiet: args
+            .wait_quiet
+            .map(|max| pmlab_lab::quiet::WaitQuiet { max }),
     };
     let lab = pmlab_lab::lab::Lab::open()?;
     let progress = indicatif::ProgressBar::new_spinner();

@@ -48,7 +48,7 @@ pub enum OrderArg {
     Sequential,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+pub fn duration(s: &str) -> Result<Duration, String> {
     spec::parse_duration(s).map_err(|e| pmlab_kernel::error_chain(&e))
 }
 
@@ -78,6 +78,11 @@ pub struct ExperimentOpts {
     /// (pmlab's start-up, the previous run) has faded from the scheduler's load [default: 200ms; 0: off].
     #[arg(long, value_name = "DURATION", value_parser = settle)]
     pub settle: Option<Duration>,
+    /// After the settle, wait until the machine has been quiet for 0.5 s (no CPU more than 5%
+    /// busy with other tasks), at most this long [default MAX: 10s]; the wait is recorded with
+    /// each run (`disturbance.waited_s`). See docs/disturbance.md.
+    #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "10s", value_parser = duration)]
+    pub wait_quiet: Option<Duration>,
     /// The configuration the others are compared with (a label; default: the first).
     #[arg(long, value_name = "LABEL")]
     pub reference: Option<String>,
@@ -253,6 +258,9 @@ pub fn execute_on(
                 .trace
                 .then(|| (opts.db.clone(), opts.trace_events.clone())),
             meter: opts.meter.spec()?,
+            wait_quiet: opts
+                .wait_quiet
+                .map(|max| pmlab_lab::quiet::WaitQuiet { max }),
         },
         fake_executor: opts.fake_executor.clone(),
     };

@@ -99,6 +99,7 @@ impl Host for CliHost {
         let sources = Sources {
             trace: trace.then(|| (self.db.clone(), Vec::new())),
             meter: self.meter.clone(),
+            ..Sources::default()
         };
         Ok(Box::new(self.lab.machine_executor(&sources)?))
     }

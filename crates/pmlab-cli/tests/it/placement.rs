@@ -2,6 +2,7 @@
 //! concludes the same with and without load beside it, and a compare under the scheduler's
 //! placement reports its runs per regime instead of a verdict across them.
 
+use crate::load::{CpuHog, SmallFileWriter};
 use crate::util::{cpuidle_driver, is_root, online_cpus, pmlab};
 use serde_json::Value;
 
@@ -35,32 +36,43 @@ fn row<'a>(v: &'a Value, label: &str) -> &'a Value {
         .unwrap()
 }
 
-/// B's verdict, its relative change and the runs of each side.
-fn verdict(v: &Value) -> (String, f64, u64, u64) {
-    let b = row(v, "B");
-    let c = &b["comparison"];
-    (
-        c["outcome"].as_str().unwrap().to_string(),
-        c["relative"]["change"].as_f64().unwrap_or(f64::NAN),
-        row(v, "A")["runs"].as_u64().unwrap(),
-        b["runs"].as_u64().unwrap(),
-    )
+/// B's verdict as a compare's JSON gives it.
+#[derive(Debug)]
+struct Verdict {
+    outcome: String,
+    text: String,
+    change: f64,
+    a_runs: u64,
+    b_runs: u64,
 }
 
-/// Kills the background load on every exit path.
-struct Load(std::process::Child);
+impl Verdict {
+    /// The verdict says the machine was busy or the sides were disturbed differently.
+    fn names_disturbance(&self) -> bool {
+        self.text.contains("machine busy") || self.text.contains("disturbed differently")
+    }
+}
 
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// B's verdict, its relative change and the runs of each side.
+fn verdict(v: &Value) -> Verdict {
+    let b = row(v, "B");
+    let c = &b["comparison"];
+    Verdict {
+        outcome: c["outcome"].as_str().unwrap().to_string(),
+        text: c["verdict"].as_str().unwrap_or("").to_string(),
+        change: c["relative"]["change"].as_f64().unwrap_or(f64::NAN),
+        a_runs: row(v, "A")["runs"].as_u64().unwrap(),
+        b_runs: b["runs"].as_u64().unwrap(),
     }
 }
 
 it_test!(readme_compare_concludes_the_same_quiet_and_under_load);
 /// The guide's first compare example (docs/experiments.md), exactly as written, against the
-/// same with explicit two-CPU placement: quiet, then with `nice -n 10 stress-ng --cpu 1` beside
-/// it. Each says "B faster" within 10 runs a side, and the effects agree within 10 points.
+/// same with explicit two-CPU placement: quiet, with `nice -n 10 stress-ng --cpu 1` beside it,
+/// and with that hog and the small-file writer. Each says "B faster" within 10 runs a side and
+/// the effects agree within 10 points, or the verdicts name the disturbance that made them
+/// differ (the machine this runs on may be shared: its other tasks are a load nobody chose,
+/// which pmlab must see).
 fn readme_compare_concludes_the_same_quiet_and_under_load() {
     if !is_root() || cpuidle_driver() != "haltpoll" {
         skip!(
@@ -75,26 +87,27 @@ fn readme_compare_concludes_the_same_quiet_and_under_load() {
     let pinned = format!("{},{}", cpus[0], cpus[1]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db").to_string_lossy().into_owned();
-    for loaded in [false, true] {
-        let _load = loaded.then(|| {
-            Load(
-                std::process::Command::new("nice")
-                    .args(["-n", "10", "stress-ng", "--cpu", "1", "--quiet"])
-                    .spawn()
-                    .expect("stress-ng (scripts/setup.sh installs it)"),
-            )
-        });
-        if loaded {
+    for load in ["quiet", "niced hog", "niced hog and small-file writer"] {
+        let _hog = (load != "quiet").then(|| CpuHog::start(10));
+        let _writer = load
+            .contains("writer")
+            .then(|| SmallFileWriter::start(450_000, std::time::Duration::from_secs(600)));
+        if load != "quiet" {
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
         // Each is checked as soon as it ends: a failing one does not wait for the next.
-        let check = |what: &str, v: &(String, f64, u64, u64)| {
-            eprintln!("load {loaded}: {what} {v:?}");
-            let (outcome, _, a, b) = v;
-            assert_eq!(outcome, "better", "{what}, load {loaded}");
+        let check = |what: &str, v: &Verdict| {
+            eprintln!("{load}: {what} {v:?}");
             assert!(
-                *a <= 10 && *b <= 10,
-                "{what}, load {loaded}: {a} and {b} runs"
+                v.outcome == "better" || v.names_disturbance(),
+                "{what}, {load}: {}",
+                v.text
+            );
+            assert!(
+                v.a_runs <= 10 && v.b_runs <= 10 || v.names_disturbance(),
+                "{what}, {load}: {} and {} runs",
+                v.a_runs,
+                v.b_runs
             );
         };
         let as_written = verdict(&compare(&db, &[], &[]));
@@ -103,12 +116,15 @@ fn readme_compare_concludes_the_same_quiet_and_under_load() {
         // whether it stops at 11 or runs on to the default 30, so the cap changes no outcome.
         let explicit = verdict(&compare(&db, &["--max-runs", "22"], &["--cpus", &pinned]));
         check(&format!("--cpus {pinned}"), &explicit);
-        let points = 100.0 * (as_written.1 - explicit.1).abs();
+        let points = 100.0 * (as_written.change - explicit.change).abs();
         assert!(
-            points <= 10.0,
-            "load {loaded}: effects {:.1}% and {:.1}% differ by {points:.1} points",
-            100.0 * as_written.1,
-            100.0 * explicit.1
+            points <= 10.0 || as_written.names_disturbance() || explicit.names_disturbance(),
+            "{load}: effects {:.1}% and {:.1}% differ by {points:.1} points, and neither \
+             verdict names a disturbance ({}; {})",
+            100.0 * as_written.change,
+            100.0 * explicit.change,
+            as_written.text,
+            explicit.text
         );
     }
 }
