@@ -385,7 +385,7 @@ impl Executor for FakeExecutor {
                 };
                 if !FAKE_KNOBS.iter().any(|n| *a.knob() == KnobId::new(*n)) {
                     return Err(refuse(KnobError::Unknown {
-                        name: a.knob().clone(),
+                        name: Box::new(a.knob().clone()),
                         hint: format!(" (the fake executor knows {})", FAKE_KNOBS.join(", ")),
                     }));
                 }

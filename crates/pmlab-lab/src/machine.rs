@@ -300,7 +300,7 @@ mod tests {
         fn validate(&self, a: &[Assignment]) -> Result<(), KnobError> {
             match a.iter().find(|k| k.knob().name().starts_with("bad")) {
                 Some(k) => Err(KnobError::Unknown {
-                    name: k.knob().clone(),
+                    name: Box::new(k.knob().clone()),
                     hint: String::new(),
                 }),
                 None => Ok(()),

@@ -163,7 +163,7 @@ fn an_unknown_knob_is_refused_before_anything_is_stored() {
             source: KnobError::Unknown { name, hint },
         }) => {
             assert_eq!(label, "b");
-            assert_eq!(*name, KnobId::new("cpuidle.governor"));
+            assert_eq!(**name, KnobId::new("cpuidle.governor"));
             assert!(hint.contains("fake.mean"), "{hint}");
         }
         other => panic!("{other:?}"),

@@ -532,7 +532,11 @@ fn describe_step(step: &Step) -> String {
             b.kernel.display(),
             b.cmdlines
                 .iter()
-                .map(|c| if c.is_empty() { "(default)" } else { c.as_str() })
+                .map(|c| if c.is_empty() {
+                    "(default)"
+                } else {
+                    c.as_str()
+                })
                 .collect::<Vec<_>>()
                 .join("; "),
             b.vcpus,

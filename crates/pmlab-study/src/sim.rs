@@ -58,7 +58,7 @@ fn check(a: &Assignment) -> Result<(), KnobError> {
         }
         ("cpuidle.governor" | "cpuidle.POLL.disable", None) => Ok(()),
         _ => Err(KnobError::Unknown {
-            name: a.knob().clone(),
+            name: Box::new(a.knob().clone()),
             hint: " on the simulated machine".into(),
         }),
     }

@@ -39,7 +39,7 @@ pub enum KnobError {
     #[error("unknown knob `{name}`{hint}")]
     Unknown {
         /// The knob as given.
-        name: KnobId,
+        name: Box<KnobId>,
         /// Close matches or a note, with its leading separator (may be empty).
         hint: String,
     },

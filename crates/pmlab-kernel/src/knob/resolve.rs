@@ -695,7 +695,7 @@ fn unknown(root: &Root, id: &KnobId) -> KnobError {
         _ => " (see `pmlab knob list`)".into(),
     };
     KnobError::Unknown {
-        name: id.clone(),
+        name: Box::new(id.clone()),
         hint,
     }
 }
