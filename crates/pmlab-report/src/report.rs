@@ -127,6 +127,7 @@ pub struct Row {
     /// Measured runs that failed.
     pub failed: usize,
     /// Why they failed: each distinct first line of their errors, with its count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<(String, usize)>,
     /// The primary metric over the runs that succeeded.
     pub primary: Option<Summary>,
