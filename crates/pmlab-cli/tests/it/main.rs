@@ -30,6 +30,7 @@ mod layering;
 mod lineup;
 mod load;
 mod manual;
+mod metal;
 mod needless;
 mod observer;
 mod perfetto;
