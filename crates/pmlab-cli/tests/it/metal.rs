@@ -2,7 +2,8 @@
 //! through `pmlab_kernel::sysinfo::emul`; skipped with the reason where it is absent): `info`,
 //! `knob list`, `knob get` and `study --plan` on an Intel server (spr1: intel_pstate, legacy
 //! uncore) and an AMD server (genoa0: acpi-cpufreq, no uncore), each checked against the
-//! tree's own files, with nothing written under the root or in the working directory.
+//! tree's own files, with nothing written under the root or in the working directory; and,
+//! with `PMLAB_PEPC_ALL=1`, `info`, `knob list` and `study --plan` on every machine of the data.
 
 use crate::util::pmlab;
 use pmlab_kernel::sysinfo::emul::{self, EmulRoot};
@@ -406,4 +407,99 @@ fn metal_study_plan_root_follows_each_machine_and_writes_nothing() {
         plans.push(j["machine"].clone());
     }
     assert_ne!(plans[0], plans[1], "the two machines' plans read the same");
+}
+
+/// `pmlab ARGS --root` on `t`: its JSON, or the first line of its error.
+fn try_json(t: &EmulRoot, args: &[&str]) -> Result<Value, String> {
+    let root = dir(t);
+    let cwd = tempfile::tempdir().unwrap();
+    let out = pmlab()
+        .current_dir(cwd.path())
+        .args(args)
+        .args(["--root", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(err.lines().next().unwrap_or("no message").to_string());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("not JSON: {e}"))
+}
+
+it_test!(metal_every_machine_reads_lists_and_plans_without_error);
+fn metal_every_machine_reads_lists_and_plans_without_error() {
+    if std::env::var_os("PMLAB_PEPC_ALL").is_none_or(|v| v.is_empty() || v == "0") {
+        skip!(
+            "set PMLAB_PEPC_ALL=1: builds the 46 machines' trees (about 4 min on a 2-vCPU guest)"
+        );
+    }
+    let data = match emul::data_dir() {
+        Ok(d) => d,
+        Err(why) => skip!("{why}"),
+    };
+    let machines = emul::machines(&data);
+    let mut failures = Vec::new();
+    // Each distinct plan (what it read of the machine that steers the study, and which
+    // stages run) with the machines that got it.
+    let mut plans: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in &machines {
+        let t = emul::build_temp(&data.join(m)).unwrap();
+        for args in [&["info", "--json"][..], &["knob", "list", "--json"]] {
+            if let Err(e) = try_json(&t, args) {
+                failures.push(format!("{m}: {}: {e}", args.join(" ")));
+            }
+        }
+        match try_json(&t, &["study", "--plan", "--json"]) {
+            Err(e) => failures.push(format!("{m}: study --plan: {e}")),
+            Ok(j) => {
+                let read: Vec<String> = j["machine"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|p| {
+                        [
+                            "cpuidle driver",
+                            "idle states",
+                            "cpufreq driver",
+                            "pstate mode",
+                            "uncore domains",
+                        ]
+                        .contains(&p[0].as_str().unwrap())
+                    })
+                    .map(|p| format!("{}={}", p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+                    .collect();
+                let stages: Vec<String> = j["stages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| {
+                        let name = s["stage"].as_str().unwrap_or("?");
+                        if s["skip"].is_string() {
+                            format!("-{name}")
+                        } else {
+                            format!("+{name}")
+                        }
+                    })
+                    .collect();
+                let key = format!("{} | {}", read.join(", "), stages.join(" "));
+                plans.entry(key).or_default().push(m.clone());
+            }
+        }
+    }
+    for (plan, ms) in &plans {
+        eprintln!("{} machines: {plan}: {}", ms.len(), ms.join(" "));
+    }
+    eprintln!(
+        "{} of {} machines read, listed and planned without error; {} distinct plans",
+        machines.len()
+            - failures
+                .iter()
+                .map(|f| f.split(':').next())
+                .collect::<BTreeSet<_>>()
+                .len(),
+        machines.len(),
+        plans.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(plans.len() > 1, "every machine got the same plan");
 }
