@@ -96,7 +96,8 @@ impl Command {
                 | Command::Fleet(_)
                 | Command::Completions(_)
                 | Command::Man(_)
-        )
+        ) || matches!(self, Command::Knob(k) if k.only_reads())
+            || matches!(self, Command::Study(s) if s.plan)
     }
 }
 

@@ -37,6 +37,13 @@ pub struct Args {
     cmd: Cmd,
 }
 
+impl Args {
+    /// Whether it only reads knobs (`list`, `get`), so it may die of SIGPIPE.
+    pub fn only_reads(&self) -> bool {
+        matches!(self.cmd, Cmd::List { .. } | Cmd::Get { .. })
+    }
+}
+
 #[derive(clap::Subcommand)]
 enum Cmd {
     /// Every knob that resolves here, its current value and allowed values.

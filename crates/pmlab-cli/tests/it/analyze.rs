@@ -636,9 +636,6 @@ it_test!(reading_commands_end_quietly_on_a_closed_pipe);
 /// `pmlab analyze t.dat | head -1`: reading commands end quietly when their reader goes away
 /// (killed by SIGPIPE, as `cat` is), never with a panic.
 fn reading_commands_end_quietly_on_a_closed_pipe() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::Stdio;
     let t = fixture("haltpoll_pipe_off.dat");
     let t = t.to_str().unwrap();
     for args in [
@@ -647,31 +644,7 @@ fn reading_commands_end_quietly_on_a_closed_pipe() {
         vec!["trace", "info", t],
         vec!["dump", t],
     ] {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        // The reader is gone once the BufReader is dropped.
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        let status = child.wait().unwrap();
-        assert!(!first.is_empty(), "{args:?} printed nothing");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert!(
-            status.success() || status.signal() == Some(libc::SIGPIPE),
-            "{args:?}: {status:?} {err}"
-        );
+        crate::util::assert_quiet_on_closed_pipe(&args);
     }
 }
 

@@ -409,6 +409,25 @@ fn metal_study_plan_root_follows_each_machine_and_writes_nothing() {
     assert_ne!(plans[0], plans[1], "the two machines' plans read the same");
 }
 
+it_test!(metal_reading_commands_end_quietly_on_a_closed_pipe);
+/// `pmlab knob list --root T | head -1` and the other reading commands under `--root`: long
+/// outputs, ended by SIGPIPE as `cat` is, never with a panic.
+fn metal_reading_commands_end_quietly_on_a_closed_pipe() {
+    let t = machine("spr1");
+    let root = dir(&t);
+    let root = root.to_str().unwrap();
+    for args in [
+        &["knob", "list"][..],
+        &["knob", "get", "epb@all"],
+        &["study", "--plan"],
+        &["info"],
+    ] {
+        let mut full = args.to_vec();
+        full.extend(["--root", root]);
+        crate::util::assert_quiet_on_closed_pipe(&full);
+    }
+}
+
 /// `pmlab ARGS --root` on `t`: its JSON, or the first line of its error.
 fn try_json(t: &EmulRoot, args: &[&str]) -> Result<Value, String> {
     let root = dir(t);

@@ -169,3 +169,36 @@ pub(crate) fn online_cpus() -> Vec<u32> {
     }
     cpus
 }
+
+/// `pmlab ARGS | head -1`: the command prints, then ends quietly when its reader goes away
+/// (killed by SIGPIPE, as `cat` is, or done), never with a panic.
+pub fn assert_quiet_on_closed_pipe(args: &[&str]) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("pmlab"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone once the BufReader is dropped.
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!first.is_empty(), "{args:?} printed nothing");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(
+        status.success() || status.signal() == Some(libc::SIGPIPE),
+        "{args:?}: {status:?} {err}"
+    );
+}
