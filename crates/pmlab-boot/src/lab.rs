@@ -126,9 +126,7 @@ pub fn default_kernel(arch: GuestArch) -> Result<PathBuf, BootError> {
 /// busybox, and set-up's guest kernel (what `pmlab study` checks before its boot stage).
 pub fn available_guest() -> Result<PathBuf, BootError> {
     let name = qemu::binary_name(GuestArch::X86_64);
-    let in_path = std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(name).is_file()));
-    if !in_path {
+    if qemu::in_path(name).is_none() {
         return Err(BootError::Missing {
             what: format!("QEMU ({name})"),
             hint: "apt-get install qemu-system-x86 (scripts/setup.sh installs it)".into(),
@@ -273,18 +271,15 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
     guest::write_initramfs(&busybox, &initrd)?;
     // The vCPU limit of the machine asked for (or the default one, the same for both
     // accelerators) is checked before any probe boot.
-    let max = qemu.max_cpus(
-        opts.machine
-            .as_deref()
-            .unwrap_or(qemu::defaults(arch, Accel::Tcg).0),
-    )?;
+    let asked_machine = opts
+        .machine
+        .as_deref()
+        .unwrap_or(qemu::defaults(arch, Accel::Tcg).0);
+    let max = qemu.max_cpus(asked_machine)?;
     if let Some(v) = opts.vcpus.iter().find(|&&v| v > max) {
         return Err(BootError::Invalid(format!(
-            "{v} vCPUs is over QEMU's limit for machine `{}` ({max}); choose another \
-             machine (--machine) or fewer vCPUs",
-            opts.machine
-                .as_deref()
-                .unwrap_or(qemu::defaults(arch, Accel::Tcg).0)
+            "{v} vCPUs is over QEMU's limit for machine `{asked_machine}` ({max}); choose \
+             another machine (--machine) or fewer vCPUs"
         )));
     }
     let (accel, accel_reason) = match opts.accel {

@@ -36,7 +36,8 @@ fn package(arch: GuestArch) -> &'static str {
     }
 }
 
-fn in_path(name: &str) -> Option<PathBuf> {
+/// `name` in the directories of PATH.
+pub(crate) fn in_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(name))
