@@ -72,6 +72,8 @@ pub struct Booted {
     pub results: Option<PathBuf>,
     /// QEMU's start to its exit.
     pub wall: Duration,
+    /// QEMU's process id (its threads, the vCPUs among them, were forked from it).
+    pub pid: u32,
 }
 
 impl Booted {
@@ -107,6 +109,7 @@ pub fn boot(cmd: &BootCommand, timeout: Duration) -> Result<Booted, BootError> {
         path: cmd.qemu.binary.clone(),
         source,
     })?;
+    let pid = child.pid();
     let ended = child.wait(Some(timeout)).map_err(|source| BootError::Io {
         path: cmd.qemu.binary.clone(),
         source,
@@ -125,6 +128,7 @@ pub fn boot(cmd: &BootCommand, timeout: Duration) -> Result<Booted, BootError> {
         console,
         results,
         wall,
+        pid,
     })
 }
 

@@ -33,21 +33,40 @@ pub struct StepTotal {
     pub total_ns: u64,
 }
 
+/// Where the bring-up's two ends come from, in a traced boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Edges {
+    /// The kernel's own "smp: Bringing up secondary CPUs" and "smp: Brought up" lines, as
+    /// the trace's `printk:console` events time them: the interval the kernel log measures.
+    KernelLines,
+    /// The first secondary CPU's first hotplug step to the last CPU online (a trace without
+    /// `printk:console` events).
+    HotplugSteps,
+}
+
 /// What one boot's bring-up was.
 #[derive(Debug, Clone, Serialize)]
 pub struct BringUp {
     /// Where [`BringUp::span_ns`] comes from.
     pub source: Source,
-    /// First secondary CPU's first step to the last CPU online, ns.
+    /// Where its ends come from (traced boots).
+    pub edges: Option<Edges>,
+    /// The secondary CPUs' bring-up, ns: see [`Edges`].
     pub span_ns: u64,
-    /// The kernel log's bring-up ("Bringing up" to "Brought up"), ns.
+    /// The hotplug steps' window: the first secondary CPU's first step to the last CPU's
+    /// last step, ns (traced boots).
+    pub hotplug_ns: Option<u64>,
+    /// The kernel log's bring-up ("Bringing up" to "Brought up"), from its own time stamps,
+    /// ns.
     pub log_span_ns: Option<u64>,
-    /// Of the log's bring-up, the time before the first step (taking the CPU hotplug lock:
-    /// an RCU grace period) and after the last CPU was online, ns. The guest traces with the
-    /// log's clock, so lead + span + tail is the log's bring-up.
-    pub log_lead_ns: Option<i64>,
-    /// See [`BringUp::log_lead_ns`].
-    pub log_tail_ns: Option<i64>,
+    /// Of the kernel's bring-up, the time before the first step (taking the CPU hotplug
+    /// lock: an RCU grace period), ns; from the trace's console events, else from the log's
+    /// time stamps (the guest traces in the log's clock).
+    pub lead_ns: Option<i64>,
+    /// Of the kernel's bring-up, the time after the last CPU's last step (the boot CPU
+    /// learning it and its calls to the new CPUs), ns; as [`BringUp::lead_ns`].
+    pub tail_ns: Option<i64>,
     /// Time from the kernel's start to running init (the kernel log's "Run /init"), ns.
     pub init_ns: Option<u64>,
     /// Per secondary CPU: its bring-up (first step to its last), ns.
@@ -77,6 +96,23 @@ impl BringUp {
             self.covered_ns as f64 / self.span_ns as f64
         }
     }
+}
+
+/// The kernel's bring-up lines as the trace's `printk:console` events time them, ns:
+/// (Bringing up, Brought up); None without both.
+fn console_edges(trace: &pmlab_trace::Trace) -> Option<(u64, u64)> {
+    let id = trace.event_id("printk", "console")?;
+    let msg = trace.field(id, "msg")?;
+    let (mut from, mut to) = (None, None);
+    trace.events.for_each_of(id, |i| {
+        let line = trace.str_at(i, msg);
+        if from.is_none() && line.starts_with("smp: Bringing up secondary CPUs") {
+            from = Some(trace.events.ts[i]);
+        } else if from.is_some() && to.is_none() && line.starts_with("smp: Brought up") {
+            to = Some(trace.events.ts[i]);
+        }
+    });
+    Some((from?, to?))
 }
 
 /// Kernel-log times, seconds: bring-up start and end, and init.
@@ -146,10 +182,12 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
         })?;
         Ok(BringUp {
             source: Source::KernelLog,
+            edges: None,
             span_ns,
+            hotplug_ns: None,
             log_span_ns,
-            log_lead_ns: None,
-            log_tail_ns: None,
+            lead_ns: None,
+            tail_ns: None,
             init_ns,
             per_cpu: Vec::new(),
             reached_online: Vec::new(),
@@ -254,10 +292,37 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
     reached.retain(|c| *c != 0);
     reached.sort_unstable();
     reached.dedup();
-    let start = per.values().map(|p| p.0).min().unwrap_or(0);
-    let end = per.values().map(|p| p.1).max().unwrap_or(0);
-    let span_ns = end.saturating_sub(start);
+    let first = per.values().map(|p| p.0).min().unwrap_or(0);
+    let last = per.values().map(|p| p.1).max().unwrap_or(0);
+    let hotplug_ns = last.saturating_sub(first);
+    let (edges, start, end) = match console_edges(&trace) {
+        Some((a, b)) if a <= first && b >= last => (Edges::KernelLines, a, b),
+        found => {
+            notes.push(match found {
+                Some(_) => "the trace's bring-up lines do not enclose its hotplug steps: \
+                            bring-up is the first hotplug step to the last CPU online"
+                    .to_string(),
+                None => "the trace has no `printk:console` bring-up lines: bring-up is the \
+                         first hotplug step to the last CPU online"
+                    .to_string(),
+            });
+            (Edges::HotplugSteps, first, last)
+        }
+    };
+    let span_ns = end - start;
     let covered_ns = union_len(&mut intervals, start, end);
+    // The kernel's lines bound the bring-up: from the trace's console events, else from the
+    // log's stamps (the guest traces in the log's clock).
+    let (lead_ns, tail_ns) = match edges {
+        Edges::KernelLines => (
+            Some(first as i64 - start as i64),
+            Some(end as i64 - last as i64),
+        ),
+        Edges::HotplugSteps => (
+            l0.map(|t| first as i64 - (t * 1e9).round() as i64),
+            l1.map(|t| (t * 1e9).round() as i64 - last as i64),
+        ),
+    };
     let mut steps: Vec<StepTotal> = totals
         .into_iter()
         .map(|(state, (count, total_ns))| StepTotal {
@@ -286,10 +351,12 @@ pub fn analyze(guest: &Path, console: &str, trace_out: &Path) -> Result<BringUp,
     notes.extend(report.notes.iter().cloned());
     Ok(BringUp {
         source: Source::Trace,
+        edges: Some(edges),
         span_ns,
+        hotplug_ns: Some(hotplug_ns),
         log_span_ns,
-        log_lead_ns: l0.map(|t| start as i64 - (t * 1e9).round() as i64),
-        log_tail_ns: l1.map(|t| (t * 1e9).round() as i64 - end as i64),
+        lead_ns,
+        tail_ns,
         init_ns,
         per_cpu: per.into_iter().map(|(c, (a, b))| (c, b - a)).collect(),
         reached_online: reached,

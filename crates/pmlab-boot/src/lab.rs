@@ -27,10 +27,10 @@ pub const BRINGUP_METRIC: &str = "boot.bringup_ms";
 pub fn guest_events(arch: GuestArch) -> &'static str {
     match arch {
         GuestArch::X86_64 => {
-            "cpuhp:*,ipi:*,irq_vectors:*,irq:irq_handler_entry,irq:irq_handler_exit,irq:softirq_entry,irq:softirq_exit,sched:sched_switch"
+            "cpuhp:*,ipi:*,irq_vectors:*,irq:irq_handler_entry,irq:irq_handler_exit,irq:softirq_entry,irq:softirq_exit,sched:sched_switch,printk:console"
         }
         GuestArch::Arm64 => {
-            "cpuhp:*,ipi:*,irq:irq_handler_entry,irq:irq_handler_exit,irq:softirq_entry,irq:softirq_exit,sched:sched_switch"
+            "cpuhp:*,ipi:*,irq:irq_handler_entry,irq:irq_handler_exit,irq:softirq_entry,irq:softirq_exit,sched:sched_switch,printk:console"
         }
     }
 }
@@ -73,6 +73,8 @@ pub struct BootOptions {
     pub trace: bool,
     /// The guest's trace buffer per CPU, KiB.
     pub trace_buf_kb: u32,
+    /// Record the host's `kvm:*` events per boot for VM exits by reason (None: under KVM).
+    pub kvm_exits: Option<bool>,
     /// The store (traces go beside it).
     pub db: PathBuf,
 }
@@ -92,6 +94,7 @@ impl Default for BootOptions {
             timeout: None,
             trace: true,
             trace_buf_kb: 1024,
+            kvm_exits: None,
             db: PathBuf::from("pmlab.db"),
         }
     }
@@ -189,6 +192,7 @@ pub struct BootExecutor {
     trace_buf_kb: u32,
     timeout: Option<Duration>,
     db: PathBuf,
+    kvm_exits: bool,
 }
 
 /// The boot lab on the lab object.
@@ -293,6 +297,15 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
         Accel::Tcg => "thread=multi".into(),
         Accel::Kvm => String::new(),
     });
+    // VM exits need the host's kvm events: recorded by default wherever KVM runs the guests.
+    let kvm_exits = opts.kvm_exits.unwrap_or(accel == Accel::Kvm);
+    if kvm_exits {
+        crate::host::check()?;
+    }
+    let host_kvm = match accel {
+        Accel::Kvm => crate::host::kvm_parameters(),
+        Accel::Tcg => Vec::new(),
+    };
     let labels = labels(&opts.configs, &kernels);
     for (i, l) in labels.iter().enumerate() {
         if labels[..i].contains(l) {
@@ -318,6 +331,8 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
             accel_options: accel_options.clone(),
             accel_reason: accel_reason.clone(),
             qemu: qemu.version.clone(),
+            host_kvm: host_kvm.clone(),
+            kvm_exits,
         })
         .collect();
     let configurations = labels
@@ -361,6 +376,7 @@ pub fn prepare(opts: &BootOptions) -> Result<Prepared, BootError> {
             trace_buf_kb: opts.trace_buf_kb,
             timeout: opts.timeout,
             db: opts.db.clone(),
+            kvm_exits,
         },
     })
 }
@@ -479,10 +495,15 @@ impl BootExecutor {
                 Direction::Lower,
             ));
         }
-        for (name, v) in [
-            ("boot.log_lead_ms", b.log_lead_ns),
-            ("boot.log_tail_ms", b.log_tail_ns),
-        ] {
+        if let Some(h) = b.hotplug_ns {
+            side.push(Metric::new(
+                "boot.hotplug_ms",
+                ms(h),
+                "ms",
+                Direction::Lower,
+            ));
+        }
+        for (name, v) in [("boot.lead_ms", b.lead_ns), ("boot.tail_ms", b.tail_ns)] {
             if let Some(v) = v {
                 side.push(Metric::new(name, v as f64 / 1e6, "ms", Direction::Lower));
             }
@@ -572,8 +593,30 @@ impl Executor for BootExecutor {
             console: &console,
             output: &output,
         };
-        let booted =
-            boot::boot(&cmd, self.timeout(&g, vcpus)).map_err(|e| RunError::Exec(exec_err(e)))?;
+        let label = context_label(&g, vcpus);
+        let trace_out = pmlab_lab::tracing::run_trace_path(&self.db, context, &label);
+        // The host's side starts before QEMU, so that every thread QEMU forks is seen.
+        let host_path = self.kvm_exits.then(|| {
+            trace_out.with_file_name(format!(
+                "{}-host.dat",
+                trace_out
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ))
+        });
+        let host = match &host_path {
+            Some(p) => Some(
+                crate::host::HostRecording::start(p).map_err(|e| RunError::Exec(exec_err(e)))?,
+            ),
+            None => None,
+        };
+        let booted = boot::boot(&cmd, self.timeout(&g, vcpus));
+        let exits = match (host, &booted) {
+            (Some(h), Ok(b)) => Some(h.finish(b.pid)),
+            _ => None,
+        };
+        let booted = booted.map_err(|e| RunError::Exec(exec_err(e)))?;
         let result = (|| {
             if booted.outcome != Outcome::Completed {
                 let mut outcome = booted.outcome.describe();
@@ -594,8 +637,6 @@ impl Executor for BootExecutor {
             })?;
             let unpacked = self.work.path().join(format!("results-{seq}"));
             let guest_dir = bringup::unpack(archive, &unpacked)?;
-            let label = context_label(&g, vcpus);
-            let trace_out = pmlab_lab::tracing::run_trace_path(&self.db, context, &label);
             if let Some(parent) = trace_out.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| BootError::Io {
                     path: parent.to_path_buf(),
@@ -609,8 +650,17 @@ impl Executor for BootExecutor {
         for p in [&console, &output, &console.with_extension("stderr")] {
             let _ = std::fs::remove_file(p);
         }
+        if result.is_err() {
+            // A failed boot keeps no files: only its outcome is stored.
+            if let Some(p) = &host_path {
+                let _ = std::fs::remove_file(p);
+            }
+        }
         let b = result.map_err(|e| RunError::Exec(exec_err(e)))?;
-        let (metrics, side_metrics) = Self::metrics(&b, booted.wall);
+        let (metrics, mut side_metrics) = Self::metrics(&b, booted.wall);
+        if let Some(exits) = exits {
+            side_metrics.extend(exits.map_err(|e| RunError::Exec(exec_err(e)))?);
+        }
         Ok(RunOutput {
             metrics,
             side_metrics,

@@ -6,6 +6,7 @@
 pub mod boot;
 pub mod bringup;
 pub mod guest;
+pub mod host;
 pub mod image;
 pub mod lab;
 pub mod qemu;
@@ -78,6 +79,12 @@ pub enum BootError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The host's kvm events could not be recorded (`--kvm-exits`).
+    #[error(
+        "--kvm-exits: the host's kvm:* events cannot be recorded (load the kvm module and \
+         mount tracefs, or give --kvm-exits off)"
+    )]
+    HostTrace(#[source] pmlab_trace::record::RecordError),
     /// The lab (store, protocol) failed.
     #[error(transparent)]
     Lab(#[from] pmlab_lab::lab::LabError),

@@ -363,10 +363,25 @@ fn guest_notes(e: &StoredExperiment) -> Vec<String> {
             g.accel_reason
         ),
         pmlab_store::spec::Accel::Kvm => format!(
-            "KVM: {} ({}), -cpu {}, -machine {}",
-            g.qemu, g.accel_reason, g.cpu_model, g.machine
+            "KVM: {} ({}), -cpu {}, -machine {}; the host's KVM: {}",
+            g.qemu,
+            g.accel_reason,
+            g.cpu_model,
+            g.machine,
+            if g.host_kvm.is_empty() {
+                "parameters not readable".to_string()
+            } else {
+                g.host_kvm.join(" ")
+            }
         ),
     }];
+    if g.kvm_exits {
+        notes.push(
+            "VM exits: the host's kvm:kvm_exit/kvm_entry events were recorded per boot for \
+             QEMU's threads (kvm.* side metrics; the host trace beside each guest trace)"
+                .to_string(),
+        );
+    }
     for (c, g) in e.configurations.iter().zip(&e.guests) {
         notes.push(format!(
             "{}: {} {} (kernel {}), command line `{}`, {} MiB",

@@ -327,6 +327,13 @@ pub struct GuestSpec {
     pub accel_reason: String,
     /// The QEMU binary and its version.
     pub qemu: String,
+    /// The host's KVM module parameters the boots ran with (`halt_poll_ns=200000`, ...),
+    /// under KVM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_kvm: Vec<String>,
+    /// Whether the host's `kvm:*` events were recorded per boot (VM exits by reason).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kvm_exits: bool,
 }
 
 impl Experiment {

@@ -19,7 +19,8 @@ words (--a/--b); labels come from what differs. Without --kernel the default gue
 set-up's (Debian's cloud kernel under /var/cache/pmlab/guest, PMLAB_GUEST_DIR). Each run is
 one boot, its bring-up read from the guest's cpuhp trace (the kernel log where it has none).
 The accelerator is KVM where a probe boot succeeds, else TCG (emulated CPUs: times are the
-emulator's), and is said with every result. Boots that panic, crash or hang are failed
+emulator's), and is said with every result. Under KVM the host's kvm:* events are
+recorded per boot (--kvm-exits) for VM exits by reason: `--side 'kvm.*'`. Boots that panic, crash or hang are failed
 runs, counted per configuration with their last console lines. No QEMU outlives pmlab.";
 
 fn memory(s: &str) -> Result<u32, String> {
@@ -120,11 +121,26 @@ pub struct Args {
     /// The guest's trace buffer per CPU, KiB.
     #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(64..))]
     pub trace_buf_kb: u32,
+    /// Record the host's kvm:* events per boot and report VM exits by reason (perf kvm
+    /// stat's table) for QEMU's threads: auto = where KVM runs the guests.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub kvm_exits: KvmExitsArg,
     /// Run a discarded warm-up boot per configuration and vCPU count first.
     #[arg(long)]
     pub warmup: bool,
     #[command(flatten)]
     pub opts: ExperimentOpts,
+}
+
+/// Whether to record the host's kvm events.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvmExitsArg {
+    /// Where KVM runs the guests.
+    Auto,
+    /// Always (under TCG a QEMU makes no VM exits: the count is 0).
+    On,
+    /// Never.
+    Off,
 }
 
 /// Guest architecture.
@@ -202,6 +218,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         timeout: args.boot_timeout,
         trace: !args.no_guest_trace,
         trace_buf_kb: args.trace_buf_kb,
+        kvm_exits: match args.kvm_exits {
+            KvmExitsArg::Auto => None,
+            KvmExitsArg::On => Some(true),
+            KvmExitsArg::Off => Some(false),
+        },
         db: args.opts.db.clone(),
     };
     let lab = pmlab_lab::lab::Lab::open()?;

@@ -212,18 +212,27 @@ fn pages(events: &[&Ev]) -> Vec<u8> {
 
 /// Write the synthetic trace.dat (v6, 4 CPUs) with pmlab-trace's writer.
 fn synthesize(out: &Path, with_entries: bool) {
-    let evs = scenario(with_entries);
+    let kvm = EventSystem {
+        name: "kvm".into(),
+        formats: vec![read("format/kvm_exit"), read("format/kvm_entry")],
+    };
+    write_events(out, &scenario(with_entries), vec![kvm]);
+}
+
+/// Write `evs` (4 CPUs) with these event systems' formats.
+fn write_events(out: &Path, evs: &[Ev], event_systems: Vec<EventSystem>) {
     let cpus = 4;
     let data: Vec<Vec<u8>> = (0..cpus)
         .map(|c| pages(&evs.iter().filter(|e| e.cpu == c).collect::<Vec<_>>()))
         .collect();
     let mut comms: BTreeMap<i32, &str> = BTreeMap::new();
-    for e in &evs {
+    for e in evs {
         comms.insert(
             e.pid,
             match e.pid {
                 4101 => "CPU 0/KVM",
                 4102 => "CPU 1/KVM",
+                4100 | 4200 => "qemu-system-x86",
                 _ => "CPU 0/KVM",
             },
         );
@@ -234,10 +243,7 @@ fn synthesize(out: &Path, with_entries: bool) {
         page_size: 4096,
         header_page: read("format/header_page"),
         header_event: read("format/header_event"),
-        event_systems: vec![EventSystem {
-            name: "kvm".into(),
-            formats: vec![read("format/kvm_exit"), read("format/kvm_entry")],
-        }],
+        event_systems,
         cmdlines: comms
             .iter()
             .map(|(p, c)| format!("{p} {c}\n"))
@@ -251,6 +257,21 @@ fn synthesize(out: &Path, with_entries: bool) {
     };
     let cpu_data: Vec<CpuData> = data.iter().map(|d| CpuData::Bytes(d)).collect();
     writer::write_trace_dat_v6(out, &header, &cpu_data).unwrap();
+}
+
+/// `sched_process_fork` as this kernel lays it out (format/sched_process_fork: the comms are
+/// `__data_loc` strings after the fixed fields).
+fn fork_rec(parent: i32, child: i32, comm: &str) -> Vec<u8> {
+    let mut r = common(366, parent, 24);
+    let loc = |off: usize, len: usize| ((len as u32) << 16 | off as u32).to_le_bytes();
+    let c = format!("{comm}\0");
+    r[8..12].copy_from_slice(&loc(24, c.len()));
+    r[12..16].copy_from_slice(&parent.to_le_bytes());
+    r[16..20].copy_from_slice(&loc(24 + c.len(), c.len()));
+    r[20..24].copy_from_slice(&child.to_le_bytes());
+    r.extend_from_slice(c.as_bytes());
+    r.extend_from_slice(c.as_bytes());
+    r
 }
 
 const FULL: &str = "kvm_synthetic.dat";
@@ -445,6 +466,72 @@ fn kvm_pid_filter_counts_one_vm() {
     assert!(get("kvm.exits", Some(1)).is_some() && get("kvm.exits", Some(2)).is_none());
     // A pid with no exits: the analysis says what is missing.
     assert!(pmlab_analysis::kvm::exits(&trace, Some(&[1])).is_err());
+}
+
+it_test!(kvm_boot_host_side_counts_only_the_qemu_it_started);
+/// The boot lab's host recording: QEMU (pid 4100) forks its vCPU threads (4101, 4102) while
+/// recorded; the other VM's thread (4201, forked by 4200) is not counted. The exits are
+/// what the fixture's `trace-cmd` text counts for those two threads.
+fn kvm_boot_host_side_counts_only_the_qemu_it_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("host.dat");
+    let mut evs = scenario(true);
+    let t0 = evs.iter().map(|e| e.ts).min().unwrap() - 1_000_000;
+    for (i, (parent, child, cpu)) in [(4100, 4101, 2), (4100, 4102, 3), (4200, 4201, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        evs.push(Ev {
+            ts: t0 + i as u64 * 1000,
+            cpu,
+            pid: parent,
+            rec: fork_rec(parent, child, "qemu-system-x86"),
+        });
+    }
+    evs.sort_by_key(|e| (e.ts, e.cpu));
+    let systems = vec![
+        EventSystem {
+            name: "kvm".into(),
+            formats: vec![read("format/kvm_exit"), read("format/kvm_entry")],
+        },
+        EventSystem {
+            name: "sched".into(),
+            formats: vec![read("format/sched_process_fork")],
+        },
+    ];
+    write_events(&out, &evs, systems);
+    let trace = pmlab_trace::open(&out).unwrap();
+    let m = pmlab_boot::host::exit_metrics(&trace, 4100).unwrap();
+    let get = |m: &[pmlab_kernel::Metric], name: &str| {
+        m.iter()
+            .find(|x| x.name == name && x.cpu.is_none())
+            .map(|x| x.value)
+    };
+    assert_eq!(get(&m, "boot.qemu_threads"), Some(3.0));
+    let text = String::from_utf8(read(TEXT)).unwrap();
+    let want = independent(&text, Some(&[4101, 4102]));
+    let all: u64 = want.values().map(|c| c.samples).sum();
+    assert_eq!(get(&m, "kvm.exits"), Some(all as f64));
+    for (reason, c) in &want {
+        assert_eq!(
+            get(&m, &format!("kvm.exits:{reason}")),
+            Some(c.samples as f64),
+            "{reason}"
+        );
+    }
+    assert!(get(&m, "kvm.exits:hlt").is_none(), "the SVM guest's exits");
+    // A QEMU that made no exits (TCG): 0, not a missing row.
+    let m = pmlab_boot::host::exit_metrics(&trace, 4999).unwrap();
+    assert_eq!(get(&m, "kvm.exits"), Some(0.0));
+    assert_eq!(get(&m, "boot.qemu_threads"), Some(1.0));
+    // A recording without forks cannot tell QEMU's threads: said, not guessed.
+    let no_forks = pmlab_trace::open(&dir().join(FULL)).unwrap();
+    let e = pmlab_boot::host::exit_metrics(&no_forks, 4100).unwrap_err();
+    assert!(
+        pmlab_kernel::error_chain(&e).contains("sched_process_fork"),
+        "{}",
+        pmlab_kernel::error_chain(&e)
+    );
 }
 
 it_test!(kvm_table_in_every_format);

@@ -5,6 +5,7 @@
 //! overlays two experiments. Raw data (CSV/JSON) is written beside the HTML and linked.
 //! Statistics come from `report` (never recomputed differently).
 
+pub mod boot;
 pub mod causes;
 pub mod cdf;
 pub mod cpu;
@@ -275,7 +276,9 @@ fn section(e: &StoredExperiment, r: &Report, links: &[(String, String)]) -> Stri
         );
     }
     s.push_str(&knobs_table(e));
-    if hotplug::is_hotplug(e) {
+    if boot::is_boot(e) {
+        s.push_str(&boot::section(e, r));
+    } else if hotplug::is_hotplug(e) {
         s.push_str(&hotplug::scatter(e).unwrap_or_default());
         s.push_str(&hotplug::waterfall(e).unwrap_or_else(|| {
             "<p class=\"sub\">No traced steps (run untraced): no waterfall.</p>".into()
