@@ -124,6 +124,17 @@ pub fn could_explain(reference: &[Run], sample: &[Run], low: f64, high: f64) -> 
     worst.is_some_and(|w| w.mean >= DISTURBED && nearest_zero <= w.explains_up_to())
 }
 
+/// The smallest and largest disturbance of these runs (0, 0 without any).
+fn spread<'a>(runs: impl Iterator<Item = &'a Run>) -> (f64, f64) {
+    runs.filter_map(|r| r.disturbance)
+        .map(|d| d.share)
+        .fold(None, |acc: Option<(f64, f64)>, x| match acc {
+            None => Some((x, x)),
+            Some((a, b)) => Some((a.min(x), b.max(x))),
+        })
+        .unwrap_or((0.0, 0.0))
+}
+
 /// Apply the rule to a comparison of `sample` against `reference`; `names` are the two sides'
 /// names in words (configuration labels). Runs without disturbance leave it as it is.
 pub fn judge(c: &mut Comparison, reference: &[Run], sample: &[Run], names: (&str, &str)) {
@@ -144,11 +155,29 @@ pub fn judge(c: &mut Comparison, reference: &[Run], sample: &[Run], names: (&str
     );
     // A bimodal or mixed-regime sample is already inconclusive; when the disturbance can
     // explain its whole change, the disturbance is the cause to name.
-    let inconclusive = (significant || c.outcome == Outcome::Inconclusive)
+    let explained = (significant || c.outcome == Outcome::Inconclusive)
         && c.relative
             .is_some_and(|rel| could_explain(reference, sample, rel.low, rel.high));
+    // "No change" under a load that came and went (a hog started halfway): the runs mix
+    // conditions, and an effect as large as the load's could be hidden in them.
+    let (lo, hi) = spread(reference.iter().chain(sample));
+    let varied = hi - lo >= DISTURBED;
+    let hidden = c.outcome == Outcome::NoSignificantChange && disturbed && varied;
+    let inconclusive = explained || hidden;
     let during = |d: &SideDisturbance, name: &str| format!("{} during {name}'s runs", d.words());
-    if inconclusive {
+    if hidden {
+        c.verdict = format!(
+            "inconclusive: machine busy ({}, from {:.0}% to {:.0}% of a workload CPU from run \
+             to run; alone that can change the result by up to {:.0}%, so {} does not show \
+             there is none)",
+            during(&worst, worst_name),
+            100.0 * lo.max(0.0),
+            100.0 * hi,
+            100.0 * explains,
+            c.verdict
+        );
+        c.outcome = Outcome::Inconclusive;
+    } else if explained {
         c.verdict = format!(
             "inconclusive: machine busy ({}; alone that can change the result by up to {:.0}%, \
              more than the {})",
@@ -316,6 +345,42 @@ mod tests {
         assert_eq!(quiet.outcome, Outcome::Worse);
         assert!(plain.disturbance.is_none());
         assert!(!quiet.disturbance.unwrap().inconclusive);
+    }
+
+    #[test]
+    fn no_change_under_a_load_that_started_halfway_is_inconclusive() {
+        // A/A, a hog from the sixth round on: half of each side's runs lost 6% of CPU 1 and
+        // are 4% slower, inside the runs' own noise (one population, not two modes).
+        let noisy = [
+            100.0, 104.0, 97.0, 102.0, 99.0, 103.0, 98.0, 101.0, 96.0, 105.0,
+        ];
+        let half = |shift: usize| -> Vec<Run> {
+            (0..noisy.len())
+                .map(|i| {
+                    let value = noisy[(i + shift) % noisy.len()];
+                    let busy = i >= 5;
+                    Run {
+                        value: if busy { value * 1.04 } else { value },
+                        regime: None,
+                        disturbance: Some(RunDisturbance {
+                            cpu: 1,
+                            share: if busy { 0.06 } else { 0.0 },
+                        }),
+                    }
+                })
+                .collect()
+        };
+        let c = compared(&half(0), &half(3));
+        assert_eq!(c.outcome, Outcome::Inconclusive, "{}", c.verdict);
+        assert!(
+            c.verdict
+                .starts_with("inconclusive: machine busy (other tasks used 3% of CPU 1"),
+            "{}",
+            c.verdict
+        );
+        assert!(c.verdict.contains("from 0% to 6%"), "{}", c.verdict);
+        assert!(c.verdict.contains("no significant change"), "{}", c.verdict);
+        assert!(c.disturbance.unwrap().inconclusive);
     }
 
     #[test]
