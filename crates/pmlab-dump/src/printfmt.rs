@@ -116,6 +116,9 @@ pub(crate) struct Spec {
     width_star: bool,
     prec: Option<usize>,
     prec_star: bool,
+    /// Length modifiers: -2 `hh`, -1 `h`, 0 none, 1 `l`/`z`, 2 `ll`/`L` (libtraceevent's
+    /// `ls`); out of that range for a malformed conversion.
+    pub(crate) ls: i8,
     pub(crate) conv: u8,
 }
 
@@ -159,8 +162,27 @@ impl Spec {
                 s.prec = Some(p);
             }
         }
+        for &c in f.get(i..f.len().saturating_sub(1)).unwrap_or(&[]) {
+            match c {
+                b'h' => s.ls = s.ls.saturating_sub(1),
+                b'l' => s.ls = s.ls.saturating_add(1),
+                b'L' => s.ls = 2,
+                b'z' | b'Z' => s.ls = 1,
+                _ => {}
+            }
+        }
         s.conv = f.last().copied().unwrap_or(b's');
         s
+    }
+
+    /// The width in bits an integer conversion casts its value to (its length modifiers).
+    pub(crate) fn bits(&self) -> u32 {
+        match self.ls {
+            i8::MIN..=-2 => 8,
+            -1 => 16,
+            0 => 32,
+            _ => 64,
+        }
     }
 
     /// The spec with a `*` filled in from an argument (C: a negative width means `-`).
@@ -1548,15 +1570,10 @@ pub(crate) fn parse_pieces<A>(
                         let arg = args
                             .next()
                             .ok_or_else(|| ParseError("no argument for a number".into()))?;
-                        let bits = match ls {
-                            -2 => 8,
-                            -1 => 16,
-                            0 => 32,
-                            _ => 64,
-                        };
+                        let spec = Spec::parse(&fmt[start..i]);
                         out.push(Piece::Int {
-                            spec: Spec::parse(&fmt[start..i]),
-                            bits,
+                            spec,
+                            bits: spec.bits(),
                             arg,
                             star,
                         });

@@ -9,7 +9,7 @@ use crate::kallsyms::Kallsyms;
 use crate::model::{Endian, EventFormat, FieldKind, Trace};
 use crate::printfmt::{
     pad_since, pointer_ext_len, push_hex_case as push_hex, push_i64, push_line_prefix, push_u64,
-    split_print_fmt,
+    split_print_fmt, Spec,
 };
 
 // ---------------------------------------------------------------------------
@@ -30,235 +30,6 @@ fn push_u64_padded(out: &mut Vec<u8>, v: u64, width: usize, pad: u8) {
         out.resize(out.len() + width - d.len(), pad);
     }
     out.extend_from_slice(d);
-}
-
-// ---------------------------------------------------------------------------
-// printf subset used by event print formats.
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Spec {
-    left: bool,
-    zero: bool,
-    alt: bool,
-    width: Option<usize>,
-    precision: Option<usize>,
-    conv: u8,
-    /// -2 char, -1 short, 0 int, 1 long, 2 long long.
-    ls: i8,
-}
-
-fn parse_spec(fmt: &str) -> Spec {
-    let b = fmt.as_bytes();
-    let mut s = Spec {
-        left: false,
-        zero: false,
-        alt: false,
-        width: None,
-        precision: None,
-        conv: b's',
-        ls: 0,
-    };
-    let mut i = 1;
-    while i < b.len() {
-        match b[i] {
-            b'-' => s.left = true,
-            b'0' if s.width.is_none() && s.precision.is_none() => s.zero = true,
-            b'#' => s.alt = true,
-            b'.' => {
-                let mut p = 0usize;
-                i += 1;
-                while i < b.len() && b[i].is_ascii_digit() {
-                    p = p * 10 + (b[i] - b'0') as usize;
-                    i += 1;
-                }
-                s.precision = Some(p);
-                continue;
-            }
-            c if c.is_ascii_digit() => {
-                let mut w = 0usize;
-                while i < b.len() && b[i].is_ascii_digit() {
-                    w = w * 10 + (b[i] - b'0') as usize;
-                    i += 1;
-                }
-                s.width = Some(w);
-                continue;
-            }
-            b'h' => s.ls -= 1,
-            b'l' => s.ls += 1,
-            b'L' => s.ls = 2,
-            b'z' | b'Z' => s.ls = 1,
-            c => s.conv = c,
-        }
-        i += 1;
-    }
-    s
-}
-
-/// printf an integer conversion (d i u x X o) of `val` after libtraceevent's `ls` cast.
-fn printf_int(out: &mut Vec<u8>, s: &Spec, val: u64, width_override: Option<usize>) {
-    let bits = match s.ls {
-        i8::MIN..=-2 => 8,
-        -1 => 16,
-        0 => 32,
-        _ => 64,
-    };
-    let mask = if bits == 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    let u = val & mask;
-    let mut digits = Digits::new();
-    let mut neg = false;
-    match s.conv {
-        b'd' | b'i' => {
-            let sv = if bits == 64 {
-                u as i64
-            } else {
-                ((u << (64 - bits)) as i64) >> (64 - bits)
-            };
-            neg = sv < 0;
-            digits.push(itoa::Buffer::new().format(sv.unsigned_abs()).as_bytes());
-        }
-        b'x' | b'X' => {
-            let mut h = [0u8; 16];
-            let mut k = 16;
-            let mut v = u;
-            let abc = if s.conv == b'X' {
-                b"0123456789ABCDEF"
-            } else {
-                b"0123456789abcdef"
-            };
-            loop {
-                k -= 1;
-                h[k] = abc[(v & 15) as usize];
-                v >>= 4;
-                if v == 0 {
-                    break;
-                }
-            }
-            digits.push(&h[k..]);
-        }
-        b'o' => {
-            let mut v = u;
-            let mut buf = [0u8; 23];
-            let mut i = 23;
-            loop {
-                i -= 1;
-                buf[i] = b'0' + (v & 7) as u8;
-                v >>= 3;
-                if v == 0 {
-                    break;
-                }
-            }
-            digits.push(&buf[i..]);
-        }
-        _ => digits.push(itoa::Buffer::new().format(u).as_bytes()),
-    }
-    // Zeros the precision asks for, ahead of the digits (written before them below).
-    let mut zeros = 0;
-    if let Some(p) = s.precision {
-        if p == 0 && u == 0 {
-            digits.clear();
-        }
-        zeros = p.saturating_sub(digits.len());
-    }
-    let first = if zeros > 0 {
-        Some(&b'0')
-    } else {
-        digits.first()
-    };
-    let mut prefix: &[u8] = b"";
-    if neg {
-        prefix = b"-";
-    } else if s.alt && u != 0 {
-        prefix = match s.conv {
-            b'x' => b"0x",
-            b'X' => b"0X",
-            b'o' if first != Some(&b'0') => b"0",
-            _ => b"",
-        };
-    }
-    let width = width_override.or(s.width).unwrap_or(0);
-    let len = prefix.len() + zeros + digits.len();
-    let body = |out: &mut Vec<u8>| {
-        out.resize(out.len() + zeros, b'0');
-        out.extend_from_slice(digits.get());
-    };
-    if len >= width {
-        out.extend_from_slice(prefix);
-        body(out);
-    } else if s.left {
-        out.extend_from_slice(prefix);
-        body(out);
-        out.resize(out.len() + width - len, b' ');
-    } else if s.zero && s.precision.is_none() {
-        out.extend_from_slice(prefix);
-        out.resize(out.len() + width - len, b'0');
-        body(out);
-    } else {
-        out.resize(out.len() + width - len, b' ');
-        out.extend_from_slice(prefix);
-        body(out);
-    }
-}
-
-/// The digits of one integer conversion, on the stack (at most 22, octal of 64 bits).
-struct Digits {
-    buf: [u8; 24],
-    len: usize,
-}
-
-impl Digits {
-    #[inline]
-    fn new() -> Digits {
-        Digits {
-            buf: [0; 24],
-            len: 0,
-        }
-    }
-    #[inline]
-    fn push(&mut self, d: &[u8]) {
-        self.buf[..d.len()].copy_from_slice(d);
-        self.len = d.len();
-    }
-    #[inline]
-    fn clear(&mut self) {
-        self.len = 0;
-    }
-    #[inline]
-    fn len(&self) -> usize {
-        self.len
-    }
-    #[inline]
-    fn first(&self) -> Option<&u8> {
-        self.get().first()
-    }
-    #[inline]
-    fn get(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-fn printf_str(out: &mut Vec<u8>, s: &Spec, text: &[u8], len_arg: Option<usize>) {
-    let mut t = text;
-    let precision = if len_arg.is_some() && s.width.is_none() && s.precision.is_some() {
-        len_arg
-    } else {
-        s.precision
-    };
-    if let Some(p) = precision {
-        t = &t[..t.len().min(p)];
-    }
-    let width = if len_arg.is_some() && precision != len_arg {
-        len_arg
-    } else {
-        s.width
-    }
-    .unwrap_or(0);
-    let start = out.len();
-    out.extend_from_slice(t);
-    pad_since(out, start, width, s.left);
 }
 
 // ---------------------------------------------------------------------------
@@ -528,7 +299,7 @@ fn parse_print_items(fmt_text: &str, args: Vec<Arg>) -> (Vec<Item>, bool) {
                         break;
                     }
                     b'd' | b'u' | b'i' | b'x' | b'X' | b'o' => {
-                        let spec = parse_spec(&fmt_text[start..=i]);
+                        let spec = Spec::parse(&b[start..=i]);
                         i += 1;
                         if !(-2..=2).contains(&spec.ls) {
                             failed = true;
@@ -544,7 +315,7 @@ fn parse_print_items(fmt_text: &str, args: Vec<Arg>) -> (Vec<Item>, bool) {
                         break;
                     }
                     b's' => {
-                        let spec = parse_spec(&fmt_text[start..=i]);
+                        let spec = Spec::parse(&b[start..=i]);
                         i += 1;
                         match args.next() {
                             Some(arg) => items.push(Item::Str {
@@ -1059,10 +830,11 @@ impl<'t> Renderer<'t> {
             Item::Text { .. } => {}
             Item::Digit { spec, arg, len_arg } => {
                 let v = self.eval(er, arg, rec);
-                let w = len_arg
+                // A `*` argument is a C int.
+                let star = len_arg
                     .as_ref()
-                    .map(|a| self.eval(er, a, rec) as i32 as usize);
-                printf_int(out, spec, v, w);
+                    .map(|a| i64::from(self.eval(er, a, rec) as i32));
+                spec.int(out, v, spec.bits(), star);
             }
             Item::Pointer { fmt, arg } => {
                 let v = self.eval(er, arg, rec);
@@ -1087,7 +859,9 @@ impl<'t> Renderer<'t> {
                 let Some(f) = self.field_of(er, *index) else {
                     return;
                 };
-                let len_arg = len_arg.as_ref().map(|a| self.eval(er, a, rec) as usize);
+                let star = len_arg
+                    .as_ref()
+                    .map(|a| i64::from(self.eval(er, a, rec) as i32));
                 if !f.array && f.size == self.long_size as usize {
                     let addr = if f.offset + f.size <= rec.len() {
                         self.num(&rec[f.offset..f.offset + f.size])
@@ -1109,7 +883,7 @@ impl<'t> Renderer<'t> {
                     .get(f.offset..(f.offset + len).min(rec.len()))
                     .unwrap_or(&[]);
                 let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
-                printf_str(out, spec, &bytes[..end], len_arg);
+                spec.str(out, &bytes[..end], star);
             }
         }
     }
@@ -1305,22 +1079,24 @@ mod tests {
     }
 
     #[test]
-    fn printf_ints() {
+    fn printf_ints_take_their_length_modifiers() {
         let mut o = Vec::new();
-        printf_int(&mut o, &parse_spec("%lu"), 4294967295, None);
-        o.push(b'|');
-        printf_int(&mut o, &parse_spec("%d"), 0xffff_ffff, None);
-        o.push(b'|');
-        printf_int(&mut o, &parse_spec("%03d"), 7, None);
-        o.push(b'|');
-        printf_int(&mut o, &parse_spec("%#lx"), 255, None);
-        o.push(b'|');
-        printf_int(&mut o, &parse_spec("%-4u"), 9, None);
-        o.push(b'|');
-        printf_int(&mut o, &parse_spec("%llx"), u64::MAX, None);
+        for (f, v) in [
+            ("%lu", 4294967295),
+            ("%d", 0xffff_ffff),
+            ("%03d", 7),
+            ("%#lx", 255),
+            ("%-4u", 9),
+            ("%llx", u64::MAX),
+            ("%hhu", 0x1ff),
+        ] {
+            let spec = Spec::parse(f.as_bytes());
+            spec.int(&mut o, v, spec.bits(), None);
+            o.push(b'|');
+        }
         assert_eq!(
             String::from_utf8(o).unwrap(),
-            "4294967295|-1|007|0xff|9   |ffffffffffffffff"
+            "4294967295|-1|007|0xff|9   |ffffffffffffffff|255|"
         );
     }
 

@@ -540,7 +540,16 @@ fn analyze_pipe_recordings_attribute_idle_exits() {
             off_poll < 0.05,
             "limit 0, yet CPU0 entered POLL: {off_poll:.3}"
         );
-        assert!(on_poll > 0.5, "limit 200 µs, CPU0 polled only {on_poll:.3}");
+        // Polling happens before a halt: a saturated CPU0 (few idle entries) has too few
+        // halts for a share to mean anything.
+        if n >= MIN_EXITS {
+            assert!(on_poll > 0.5, "limit 200 µs, CPU0 polled only {on_poll:.3}");
+        } else {
+            skip_part!(
+                "the 200 µs POLL share: the machine was saturated ({n} idle exits of CPU0 \
+                 in the recording)"
+            );
+        }
         // Polling off, the analysis must find no polling wakeups.
         assert!(
             off_polling < 0.05,

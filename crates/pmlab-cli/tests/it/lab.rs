@@ -869,7 +869,15 @@ fn real_polling_ab_verdict_within_five_rounds_or_no_driver_said() {
     } else if driver == "haltpoll" {
         assert!(!notes.contains("no cpuidle driver"), "{notes}");
         let o = outcome(&v);
-        assert!(o == "better" || o == "worse", "no verdict in 5 rounds: {o}");
-        assert!(v["header"]["rounds"].as_u64().unwrap() <= 5);
+        // Polling changes how a CPU leaves idle: on a machine busy with other work the CPUs
+        // seldom idle, and the lab must say so rather than invent a difference.
+        let verdict = v["workloads"][0]["rows"][1]["comparison"]["verdict"].to_string();
+        if o == "better" || o == "worse" {
+            assert!(v["header"]["rounds"].as_u64().unwrap() <= 5);
+        } else if verdict.contains("machine busy") {
+            skip_part!("the verdict within 5 rounds: the machine was busy ({verdict})");
+        } else {
+            panic!("no verdict in 5 rounds on a quiet machine: {o}: {verdict}");
+        }
     }
 }
