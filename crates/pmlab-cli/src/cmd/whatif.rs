@@ -59,7 +59,7 @@ pub struct Args {
     db: PathBuf,
     /// Poll policy: haltpoll (adaptive governor), fixed (constant window), arm64-poll.
     #[arg(long, default_value = "haltpoll", value_name = "POLICY")]
-    policy: String,
+    policy: Policy,
     /// Poll values, comma-separated, with units (default 0,5us,10us,25us,50us,75us,100us,150us,200us,300us,400us,500us).
     #[arg(
         long,
@@ -88,7 +88,7 @@ pub struct Args {
     /// Replay a cpuidle governor instead of a poll policy: menu, teo, ladder or haltpoll
     /// (with haltpoll, one --values value is guest_halt_poll_ns).
     #[arg(long, value_name = "GOV", conflicts_with_all = ["reverse", "calibrate", "workload_pids"])]
-    governor: Option<String>,
+    governor: Option<replay::cpuidle::Governor>,
     /// The state table replayed onto, written by hand (TOML: [[state]] name,
     /// exit_latency_us, target_residency_us, power_mw); default this machine's.
     #[arg(
@@ -120,7 +120,7 @@ pub struct Args {
         default_value = "6.18",
         requires = "governor"
     )]
-    kernel: String,
+    kernel: replay::cpuidle::KernelVersion,
     /// PM QoS resume latency limit (e.g. 20us; 0 allows polling only); default none.
     #[arg(long, value_name = "DURATION", requires = "governor")]
     latency_limit: Option<String>,
@@ -132,7 +132,7 @@ pub struct Args {
         default_value = "idle",
         requires = "governor"
     )]
-    tick: String,
+    tick: replay::cpuidle::TickMode,
     /// CONFIG_HZ of the machine replayed onto (the tick's period).
     #[arg(long, value_name = "HZ", default_value_t = 250, requires = "governor")]
     hz: u64,
@@ -152,7 +152,7 @@ pub struct Args {
         default_value = "timer",
         requires = "governor"
     )]
-    unknown_wakes: String,
+    unknown_wakes: replay::cpuidle::UnknownWakes,
     #[command(flatten)]
     out: super::FormatArgs,
 }
@@ -192,7 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return run_governor(args);
     }
     // Everything the user typed is checked before any trace is read.
-    let policy: Policy = args.policy.parse()?;
+    let policy = args.policy;
     let values: Vec<u64> = if args.values.is_empty() {
         replay::DEFAULT_VALUES_NS.to_vec()
     } else {
@@ -273,11 +273,9 @@ fn state_table(
 fn run_governor(args: Args) -> anyhow::Result<()> {
     use replay::cpuidle::{self, GovConfig};
     // Everything typed is checked, and the tables read, before the trace is.
-    let governor: cpuidle::Governor = args.governor.as_deref().unwrap_or_default().parse()?;
-    let kernel: cpuidle::KernelVersion = args.kernel.parse()?;
-    let tick: cpuidle::TickMode = args.tick.parse().map_err(anyhow::Error::msg)?;
-    let unknown_wakes: cpuidle::UnknownWakes =
-        args.unknown_wakes.parse().map_err(anyhow::Error::msg)?;
+    let governor = args.governor.context("--governor")?;
+    let (kernel, tick) = (args.kernel, args.tick);
+    let unknown_wakes = args.unknown_wakes;
     if args.hz == 0 || args.hz > 10_000 {
         bail!(
             "--hz {}: expected CONFIG_HZ, e.g. 100, 250, 300 or 1000",

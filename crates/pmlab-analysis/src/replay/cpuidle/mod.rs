@@ -144,16 +144,19 @@ pub enum TickMode {
     Periodic,
 }
 
+/// A tick mode none of them has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--tick {0:?}: expected idle (NO_HZ_IDLE), stopped or periodic")]
+pub struct UnknownTickMode(pub String);
+
 impl std::str::FromStr for TickMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<TickMode, String> {
+    type Err = UnknownTickMode;
+    fn from_str(s: &str) -> Result<TickMode, UnknownTickMode> {
         match s.trim() {
             "idle" | "nohz" => Ok(TickMode::Idle),
             "stopped" => Ok(TickMode::Stopped),
             "periodic" => Ok(TickMode::Periodic),
-            _ => Err(format!(
-                "--tick {s:?}: expected idle (NO_HZ_IDLE), stopped or periodic"
-            )),
+            _ => Err(UnknownTickMode(s.to_string())),
         }
     }
 }
@@ -189,13 +192,18 @@ pub enum UnknownWakes {
     NoTimer,
 }
 
+/// An `--unknown-wakes` value none of them has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--unknown-wakes {0:?}: expected timer or no-timer")]
+pub struct BadUnknownWakes(pub String);
+
 impl std::str::FromStr for UnknownWakes {
-    type Err = String;
-    fn from_str(s: &str) -> Result<UnknownWakes, String> {
+    type Err = BadUnknownWakes;
+    fn from_str(s: &str) -> Result<UnknownWakes, BadUnknownWakes> {
         match s.trim() {
             "timer" => Ok(UnknownWakes::Timer),
             "no-timer" => Ok(UnknownWakes::NoTimer),
-            _ => Err(format!("--unknown-wakes {s:?}: expected timer or no-timer")),
+            _ => Err(BadUnknownWakes(s.to_string())),
         }
     }
 }
