@@ -1,7 +1,8 @@
 //! What the study can do on this machine: the cpuidle driver and governors, idle-polling
-//! knobs, hot-pluggable CPUs, tracefs, cpufreq and root — read from a root path (`/`, or a
-//! fake tree in tests): `pmlab info`'s capabilities (`pmlab_kernel::sysinfo`), plus the few
-//! values the study prints (governor lists, the poll limit as found).
+//! knobs, hot-pluggable CPUs, tracefs, the cpufreq driver with its governors and EPP words,
+//! uncore frequency domains and root — read from a root path (`/`, or a fake tree in tests):
+//! `pmlab info`'s capabilities (`pmlab_kernel::sysinfo`), plus the few values the study
+//! prints (governor lists, the poll limit as found).
 
 use serde::Serialize;
 use std::path::Path;
@@ -33,6 +34,21 @@ pub struct Caps {
     pub tracefs: bool,
     /// cpufreq policies exist.
     pub cpufreq: bool,
+    /// The cpufreq scaling driver (`intel_pstate`, `acpi-cpufreq`, `amd-pstate-epp`...).
+    pub cpufreq_driver: Option<String>,
+    /// intel_pstate's or amd-pstate's mode (`active`, `passive`, `guided`), where shown.
+    pub pstate_mode: Option<String>,
+    /// The cpufreq governors every policy offers, in the first policy's order.
+    pub cpufreq_governors: Vec<String>,
+    /// The first policy's cpufreq governor as found.
+    pub cpufreq_governor: Option<String>,
+    /// The EPP words every policy offers (`energy_performance_available_preferences`);
+    /// empty where a policy has no EPP.
+    pub epp_words: Vec<String>,
+    /// The first policy's EPP as found.
+    pub epp: Option<String>,
+    /// Uncore frequency domains (`intel_uncore_frequency`, legacy or TPMI).
+    pub uncore_domains: usize,
     /// The default guest kernel the boot stage boots (QEMU and busybox found too).
     pub guest_kernel: Option<std::path::PathBuf>,
     /// Why there is no guest to boot, when there is none.
@@ -49,6 +65,36 @@ fn exists(root: &Path, abs: &str) -> bool {
     root.join(abs.trim_start_matches('/')).exists()
 }
 
+/// The frequency stage's two sides (the first is `performance` in both).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FrequencyPair {
+    /// `cpufreq.epp` performance against balance_power.
+    Epp,
+    /// `cpufreq.governor` performance against this governor.
+    Governor(String),
+}
+
+/// The words every list holds, in the first list's order; empty when a list is missing.
+fn in_every(lists: impl Iterator<Item = Option<Vec<String>>>) -> Vec<String> {
+    let mut out: Option<Vec<String>> = None;
+    for l in lists {
+        let Some(l) = l else { return Vec::new() };
+        out = Some(match out {
+            None => l,
+            Some(o) => o.into_iter().filter(|w| l.contains(w)).collect(),
+        });
+    }
+    out.unwrap_or_default()
+}
+
+fn list_or_none(l: &[String]) -> String {
+    if l.is_empty() {
+        "none".into()
+    } else {
+        l.join(", ")
+    }
+}
+
 /// Root privileges (`PMLAB_ASSUME_NONROOT=1` pretends otherwise, for tests).
 pub fn is_root() -> bool {
     if std::env::var_os("PMLAB_ASSUME_NONROOT").is_some_and(|v| v == "1") {
@@ -61,8 +107,16 @@ impl Caps {
     /// Detect under `root`.
     pub fn detect(root: &Path) -> Caps {
         let cpu = "/sys/devices/system/cpu";
-        let info =
-            pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root)).capabilities();
+        let si = pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root));
+        let info = si.capabilities();
+        let policies = si
+            .cpufreq
+            .as_ref()
+            .map(|c| c.policies.as_slice())
+            .unwrap_or_default();
+        let cpufreq_governors =
+            in_every(policies.iter().map(|p| Some(p.available_governors.clone())));
+        let epp_words = in_every(policies.iter().map(|p| p.available_epp.clone()));
         let cpus_online = read(root, &format!("{cpu}/online"))
             .and_then(|s| pmlab_hotplug::parse_cpu_list(&s).ok())
             .unwrap_or_default();
@@ -116,6 +170,21 @@ impl Caps {
             hotpluggable,
             tracefs: root_user && info.trace_writable,
             cpufreq: info.cpufreq,
+            cpufreq_driver: si.cpufreq.as_ref().and_then(|c| c.driver.clone()),
+            pstate_mode: si.cpufreq.as_ref().and_then(|c| {
+                c.intel_pstate
+                    .as_ref()
+                    .and_then(|i| i.status.clone())
+                    .or_else(|| c.amd_pstate_status.clone())
+            }),
+            cpufreq_governors,
+            cpufreq_governor: policies.first().and_then(|p| p.governor.clone()),
+            epp_words,
+            epp: policies
+                .first()
+                .and_then(|p| p.epp.as_ref())
+                .and_then(|e| e.value().cloned()),
+            uncore_domains: si.power.uncore.len(),
             guest_kernel: guest.as_ref().ok().cloned(),
             no_guest: guest.err().map(|e| pmlab_kernel::error_chain(&e)),
         }
@@ -171,6 +240,50 @@ impl Caps {
         None
     }
 
+    /// What the frequency stage compares: EPP `performance` against `balance_power` where
+    /// every policy offers both (intel_pstate and amd-pstate in active mode), else the
+    /// governor `performance` against `schedutil` or `powersave`; Err: why it cannot run.
+    pub(crate) fn frequency_pair(&self) -> Result<FrequencyPair, String> {
+        let Some(driver) = &self.cpufreq_driver else {
+            return Err(
+                "no cpufreq driver has registered a policy (no cpufreq/policyN): there is no frequency knob to compare".into(),
+            );
+        };
+        let has = |l: &[String], w: &str| l.iter().any(|x| x == w);
+        let pair = if has(&self.epp_words, "performance") && has(&self.epp_words, "balance_power") {
+            Some(FrequencyPair::Epp)
+        } else if has(&self.cpufreq_governors, "performance") {
+            ["schedutil", "powersave"]
+                .into_iter()
+                .find(|g| has(&self.cpufreq_governors, g))
+                .map(|g| FrequencyPair::Governor(g.to_string()))
+        } else {
+            None
+        };
+        let Some(pair) = pair else {
+            return Err(format!(
+                "cpufreq driver `{driver}` offers neither the EPP words performance and balance_power (EPP: {}) nor the governor performance and schedutil or powersave (governors: {})",
+                list_or_none(&self.epp_words),
+                list_or_none(&self.cpufreq_governors)
+            ));
+        };
+        if !self.root {
+            return Err("changing cpufreq knobs needs root".into());
+        }
+        Ok(pair)
+    }
+
+    /// Why the uncore stage cannot run here, or None.
+    pub(crate) fn uncore_unavailable(&self) -> Option<String> {
+        if self.uncore_domains == 0 {
+            return Some(
+                "no uncore frequency control (no intel_uncore_frequency domain, legacy or TPMI)"
+                    .into(),
+            );
+        }
+        (!self.root).then(|| "changing uncore frequency limits needs root".into())
+    }
+
     /// Facts for the report's system table.
     pub fn facts(&self) -> Vec<(String, String)> {
         let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
@@ -211,8 +324,21 @@ impl Caps {
             ),
             ("tracefs".into(), yes(self.tracefs)),
             ("cpufreq".into(), yes(self.cpufreq)),
+            (
+                "cpufreq driver".into(),
+                self.cpufreq_driver.clone().unwrap_or_else(|| "none".into()),
+            ),
         ]
         .into_iter()
+        .chain(
+            self.pstate_mode
+                .as_ref()
+                .map(|m| ("pstate mode".to_string(), m.clone())),
+        )
+        .chain([(
+            "uncore domains".to_string(),
+            self.uncore_domains.to_string(),
+        )])
         .chain(self.info.iter().cloned())
         .collect()
     }

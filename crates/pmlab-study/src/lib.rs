@@ -1,6 +1,7 @@
 //! `pmlab study`: the battery that adapts to the machine — idle baseline, idle-polling sweep,
-//! cpuidle governors, CPU hotplug, wakeups, polling predicted from the wakeups trace and
-//! CPU-bound runtime — each stage run through the experiment protocol (or the hotplug lab)
+//! cpuidle governors, CPU hotplug, wakeups, polling predicted from the wakeups trace,
+//! CPU-bound runtime, the cpufreq driver's EPP or governors, the uncore frequency and guest
+//! boots — each stage run through the experiment protocol (or the hotplug lab)
 //! into the store, skipped with a stated reason where the machine cannot do it, and ending
 //! with the HTML report.
 #![forbid(unsafe_code)]

@@ -1,7 +1,7 @@
 //! The battery: which experiments each stage runs on this machine (quick or full), with
 //! budgets and time estimates, or why the stage is skipped.
 
-use super::detect::Caps;
+use super::detect::{Caps, FrequencyPair};
 use crate::spec::{
     sweep_configurations, Budget, Configuration, Experiment, Kind, SweepAxis, WorkloadDef,
 };
@@ -28,13 +28,17 @@ pub enum Stage {
     PollingPredicted,
     /// CPU-bound runtime.
     Cpu,
+    /// cpufreq compared: EPP performance against balance_power, or governors.
+    Frequency,
+    /// Uncore frequency: its upper limit at the hardware's lowest against its highest.
+    Uncore,
     /// Guests booted under QEMU: secondary-CPU bring-up (`pmlab boot`).
     Boot,
 }
 
 impl Stage {
     /// Every stage, in run order.
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 10] = [
         Stage::Idle,
         Stage::Polling,
         Stage::Governors,
@@ -42,6 +46,8 @@ impl Stage {
         Stage::Wakeups,
         Stage::PollingPredicted,
         Stage::Cpu,
+        Stage::Frequency,
+        Stage::Uncore,
         Stage::Boot,
     ];
     /// The stage's name (`idle`, `polling-predicted`, ...), as `--only` takes it.
@@ -54,6 +60,8 @@ impl Stage {
             Stage::Wakeups => "wakeups",
             Stage::PollingPredicted => "polling-predicted",
             Stage::Cpu => "cpu",
+            Stage::Frequency => "frequency",
+            Stage::Uncore => "uncore",
             Stage::Boot => "boot",
         }
     }
@@ -243,28 +251,15 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                     knobs: vec![KnobId::new("cpuidle.governor").set(g.as_str())],
                 })
                 .collect();
-            let ws = wake_workloads(caps, quick);
-            let mut e = Experiment::new(
-                Kind::Compare,
-                "study: cpuidle governors".into(),
+            compare_stage(
+                "study: cpuidle governors",
                 configs,
-                ws,
-                None,
+                caps.current_governor.clone(),
+                wake_workloads(caps, quick),
+                seed,
+                quick,
+                vec![],
             )
-            .expect("governor experiment");
-            if let Some(cur) = &caps.current_governor {
-                e.reference = caps.governors.iter().position(|g| g == cur).unwrap_or(0);
-            }
-            let t = pick(quick, 25.0, 150.0);
-            StagePlan::Run {
-                steps: vec![Step::Experiment {
-                    experiment: Box::new(e),
-                    budget: budget(seed, pick(quick, 36, 120), secs(t), true),
-                    trace: false,
-                }],
-                estimate: secs(t),
-                notes: vec![],
-            }
         }
         Stage::Hotplug => {
             if let Some(why) = caps.hotplug_unavailable() {
@@ -343,6 +338,102 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
                 notes,
             }
         }
+        Stage::Frequency => {
+            let pair = match caps.frequency_pair() {
+                Ok(p) => p,
+                Err(why) => return StagePlan::Skip(why),
+            };
+            let mut notes = Vec::new();
+            let (configs, found) = match pair {
+                FrequencyPair::Epp => {
+                    // intel_pstate and amd-pstate refuse an EPP but performance under the
+                    // performance governor: both sides run under powersave.
+                    let mut first = Vec::new();
+                    if caps.cpufreq_governor.as_deref() != Some("powersave")
+                        && caps.cpufreq_governors.iter().any(|g| g == "powersave")
+                    {
+                        first.push(KnobId::new("cpufreq.governor").set("powersave"));
+                        notes.push(format!(
+                            "the governor is {} as found, under which the driver keeps EPP at performance: both sides set the powersave governor first",
+                            caps.cpufreq_governor.as_deref().unwrap_or("unknown")
+                        ));
+                    }
+                    let configs = ["performance", "balance_power"]
+                        .map(|w| Configuration {
+                            label: format!("epp {w}"),
+                            knobs: first
+                                .iter()
+                                .cloned()
+                                .chain([KnobId::new("cpufreq.epp").set(w)])
+                                .collect(),
+                        })
+                        .to_vec();
+                    (configs, caps.epp.as_ref().map(|e| format!("epp {e}")))
+                }
+                FrequencyPair::Governor(other) => {
+                    notes.push(format!(
+                        "no policy offers both EPP performance and balance_power here (EPP: {}): the cpufreq governors are compared",
+                        if caps.epp_words.is_empty() { "none".to_string() } else { caps.epp_words.join(", ") }
+                    ));
+                    let configs = ["performance", other.as_str()]
+                        .map(|g| Configuration {
+                            label: g.to_string(),
+                            knobs: vec![KnobId::new("cpufreq.governor").set(g)],
+                        })
+                        .to_vec();
+                    (configs, caps.cpufreq_governor.clone())
+                }
+            };
+            let ws = vec![
+                workload(pick(quick, "spin --work 20000000", "spin --work 100000000")),
+                pipe_workload(caps, quick),
+            ];
+            compare_stage(
+                "study: cpufreq (frequency driver)",
+                configs,
+                found,
+                ws,
+                seed,
+                quick,
+                notes,
+            )
+        }
+        Stage::Uncore => {
+            if let Some(why) = caps.uncore_unavailable() {
+                return StagePlan::Skip(why);
+            }
+            // The lower limit goes to the hardware's lowest on both sides, so that the upper
+            // one can be written below a raised lower limit.
+            let configs = ["max", "min"]
+                .map(|v| Configuration {
+                    label: format!("uncore {v}"),
+                    knobs: vec![
+                        KnobId::new("uncore.min_freq").set("min"),
+                        KnobId::new("uncore.max_freq").set(v),
+                    ],
+                })
+                .to_vec();
+            let ws = vec![
+                pipe_workload(caps, quick),
+                workload(pick(
+                    quick,
+                    "messaging --groups 1 --loops 50",
+                    "messaging --groups 2 --loops 100",
+                )),
+            ];
+            compare_stage(
+                "study: uncore frequency",
+                configs,
+                None,
+                ws,
+                seed,
+                quick,
+                vec![format!(
+                    "{} uncore domain(s): the upper limit at the hardware's highest against its lowest, on every domain",
+                    caps.uncore_domains
+                )],
+            )
+        }
         Stage::Boot => {
             let Some(kernel) = caps.guest_kernel.clone() else {
                 return StagePlan::Skip(
@@ -381,10 +472,40 @@ pub fn plan(stage: Stage, caps: &Caps, quick: bool, seed: u64) -> StagePlan {
     }
 }
 
-/// The quick or the full value.
-/// The workloads the polling and governor stages compare configurations on: a pipe
-/// ping-pong, timer wakeups and an idle system.
-fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
+/// A stage that compares `configs` on `workloads` (the reference: the one labelled `found`,
+/// else the first), with the governor stage's budget.
+fn compare_stage(
+    name: &str,
+    configs: Vec<Configuration>,
+    found: Option<String>,
+    workloads: Vec<WorkloadDef>,
+    seed: u64,
+    quick: bool,
+    notes: Vec<String>,
+) -> StagePlan {
+    let mut e = Experiment::new(Kind::Compare, name.into(), configs, workloads, None)
+        .expect("study compare experiment");
+    if let Some(found) = found {
+        e.reference = e
+            .configurations
+            .iter()
+            .position(|c| c.label == found)
+            .unwrap_or(0);
+    }
+    let t = pick(quick, 25.0, 150.0);
+    StagePlan::Run {
+        steps: vec![Step::Experiment {
+            experiment: Box::new(e),
+            budget: budget(seed, pick(quick, 36, 120), Duration::from_secs_f64(t), true),
+            trace: false,
+        }],
+        estimate: Duration::from_secs_f64(t),
+        notes,
+    }
+}
+
+/// The pipe ping-pong with its two sides on two CPUs where there are two.
+fn pipe_workload(caps: &Caps, quick: bool) -> WorkloadDef {
     // Polling acts on wakes across CPUs: the pipe's two sides go on two CPUs (placement
     // spread), so a run cannot land in the one-CPU regime where no wake crosses (and
     // polling is moot). A one-CPU machine has only that regime.
@@ -394,9 +515,14 @@ fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
     } else {
         "same"
     };
-    let pipe = format!("pipe --loops {loops} --placement {placement}");
+    workload(&format!("pipe --loops {loops} --placement {placement}"))
+}
+
+/// The workloads the polling and governor stages compare configurations on: a pipe
+/// ping-pong, timer wakeups and an idle system.
+fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
     vec![
-        workload(&pipe),
+        pipe_workload(caps, quick),
         workload(pick(
             quick,
             "wakeup --duration 300ms",
@@ -406,6 +532,7 @@ fn wake_workloads(caps: &Caps, quick: bool) -> Vec<WorkloadDef> {
     ]
 }
 
+/// The quick or the full value.
 fn pick<T>(quick: bool, a: T, b: T) -> T {
     if quick {
         a
@@ -444,21 +571,6 @@ pub fn dry_run(root: &std::path::Path, quick: bool, only: &[Stage], seed: u64) -
     let info = pmlab_kernel::sysinfo::SystemInfo::read(&pmlab_kernel::Root::new(root));
     let mut machine = caps.facts();
     machine.push(("idle states".into(), info.cpuidle.state_names().join(" ")));
-    let freq = info.cpufreq.as_ref();
-    machine.push((
-        "cpufreq driver".into(),
-        freq.and_then(|c| c.driver.clone())
-            .unwrap_or_else(|| "none".into()),
-    ));
-    if let Some(mode) = freq.and_then(|c| {
-        c.intel_pstate
-            .as_ref()
-            .and_then(|i| i.status.clone())
-            .or_else(|| c.amd_pstate_status.clone())
-    }) {
-        machine.push(("pstate mode".into(), mode));
-    }
-    machine.push(("uncore domains".into(), info.power.uncore.len().to_string()));
     let c = &info.layout.counts;
     machine.push((
         "topology".into(),

@@ -1,6 +1,8 @@
 //! pmlab-study through its public API: the battery planned for fake machines' capabilities
-//! (what runs, what is skipped and why), and the simulated machine run through the
-//! experiment protocol into a store.
+//! (what runs, what is skipped and why), the frequency and uncore stages planned on real
+//! machines' trees (pepc's emulation data, skipped without it) with their configurations
+//! applied and restored there, and the simulated machine run through the experiment
+//! protocol into a store.
 
 #[macro_use]
 #[path = "../../../tests/support/harness.rs"]
@@ -104,7 +106,18 @@ fn a_guest_with_haltpoll_runs_every_stage() {
     let caps = guest();
     for s in Stage::ALL {
         let p = plan::plan(s, &caps, true, 7);
-        assert_eq!(skip_reason(&p), None, "{s:?}");
+        match s {
+            // A guest like this one has no cpufreq policy and no uncore control.
+            Stage::Frequency => assert!(
+                skip_reason(&p).is_some_and(|r| r.contains("no cpufreq driver")),
+                "{p:?}"
+            ),
+            Stage::Uncore => assert!(
+                skip_reason(&p).is_some_and(|r| r.contains("no uncore frequency control")),
+                "{p:?}"
+            ),
+            _ => assert_eq!(skip_reason(&p), None, "{s:?}"),
+        }
     }
     let (sweep, budget, trace) = experiment_of(plan::plan(Stage::Polling, &caps, true, 7));
     assert_eq!(sweep.kind, Kind::Sweep);
@@ -162,6 +175,275 @@ fn a_machine_without_root_or_cpuidle_skips_with_reasons() {
     let (idle, _, trace) = experiment_of(plan::plan(Stage::Idle, &bare, true, 1));
     assert!(!trace, "no tracefs: not traced");
     assert!(idle.workloads[0].argv.starts_with(&["idle".to_string()]));
+}
+
+it_test!(frequency_stage_picks_epp_else_governors_and_says_why_it_cannot);
+fn frequency_stage_picks_epp_else_governors_and_says_why_it_cannot() {
+    let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let knobs = |e: &Experiment| {
+        e.configurations
+            .iter()
+            .map(|c| c.describe())
+            .collect::<Vec<_>>()
+    };
+    // intel_pstate active, governor performance as found: EPP under powersave on both sides.
+    let hwp = Caps {
+        cpufreq_driver: Some("intel_pstate".into()),
+        cpufreq_governors: words("performance powersave"),
+        cpufreq_governor: Some("performance".into()),
+        epp_words: words("default performance balance_performance balance_power power"),
+        epp: Some("balance_power".into()),
+        ..guest()
+    };
+    let (e, budget, trace) = experiment_of(plan::plan(Stage::Frequency, &hwp, true, 7));
+    assert_eq!(
+        knobs(&e),
+        [
+            "cpufreq.governor=powersave cpufreq.epp=performance",
+            "cpufreq.governor=powersave cpufreq.epp=balance_power"
+        ]
+    );
+    assert_eq!(e.kind, Kind::Compare);
+    assert_eq!(e.configurations[e.reference].label, "epp balance_power");
+    assert_eq!((budget.max_runs, trace), (Some(36), false));
+    let spin = e.workloads.iter().any(|w| w.argv[0] == "spin");
+    assert!(spin, "{:?}", e.workloads);
+    // Under powersave the governor is left alone.
+    let (e, _, _) = experiment_of(plan::plan(
+        Stage::Frequency,
+        &Caps {
+            cpufreq_governor: Some("powersave".into()),
+            ..hwp.clone()
+        },
+        true,
+        7,
+    ));
+    assert_eq!(
+        knobs(&e),
+        ["cpufreq.epp=performance", "cpufreq.epp=balance_power"]
+    );
+    // No EPP: performance against schedutil, else powersave; the one found is the reference.
+    let acpi = Caps {
+        cpufreq_driver: Some("acpi-cpufreq".into()),
+        cpufreq_governors: words("conservative userspace powersave performance schedutil"),
+        cpufreq_governor: Some("schedutil".into()),
+        ..guest()
+    };
+    let (e, _, _) = experiment_of(plan::plan(Stage::Frequency, &acpi, false, 7));
+    assert_eq!(
+        knobs(&e),
+        ["cpufreq.governor=performance", "cpufreq.governor=schedutil"]
+    );
+    assert_eq!(e.reference, 1);
+    let epp_locked = Caps {
+        cpufreq_driver: Some("amd-pstate-epp".into()),
+        cpufreq_governors: words("performance powersave"),
+        epp_words: words("performance"),
+        ..acpi.clone()
+    };
+    let (e, _, _) = experiment_of(plan::plan(Stage::Frequency, &epp_locked, true, 7));
+    assert_eq!(
+        knobs(&e),
+        ["cpufreq.governor=performance", "cpufreq.governor=powersave"]
+    );
+    // Why not: no driver, no pair, no root.
+    for (caps, says) in [
+        (guest(), "no cpufreq driver"),
+        (
+            Caps {
+                cpufreq_governors: words("userspace"),
+                ..acpi.clone()
+            },
+            "offers neither",
+        ),
+        (
+            Caps {
+                root: false,
+                ..acpi.clone()
+            },
+            "needs root",
+        ),
+    ] {
+        let p = plan::plan(Stage::Frequency, &caps, true, 7);
+        assert!(skip_reason(&p).is_some_and(|r| r.contains(says)), "{p:?}");
+    }
+}
+
+it_test!(uncore_stage_sets_the_upper_limit_low_and_high_where_uncore_exists);
+fn uncore_stage_sets_the_upper_limit_low_and_high_where_uncore_exists() {
+    let caps = Caps {
+        uncore_domains: 4,
+        ..guest()
+    };
+    let (e, _, _) = experiment_of(plan::plan(Stage::Uncore, &caps, true, 7));
+    let knobs: Vec<String> = e.configurations.iter().map(|c| c.describe()).collect();
+    assert_eq!(
+        knobs,
+        [
+            "uncore.min_freq=min uncore.max_freq=max",
+            "uncore.min_freq=min uncore.max_freq=min"
+        ]
+    );
+    assert_eq!(e.reference, 0, "the hardware's highest, as machines start");
+    let nonroot = Caps {
+        root: false,
+        ..caps
+    };
+    let p = plan::plan(Stage::Uncore, &nonroot, true, 7);
+    assert!(
+        skip_reason(&p).is_some_and(|r| r.contains("needs root")),
+        "{p:?}"
+    );
+}
+
+/// A machine of pepc's emulation data as a writable tree; the test is skipped without it.
+fn emul_machine(name: &str) -> pmlab_kernel::sysinfo::emul::EmulRoot {
+    use pmlab_kernel::sysinfo::emul;
+    let data = match emul::data_dir() {
+        Ok(d) => d,
+        Err(why) => skip!("{why}"),
+    };
+    emul::build_temp(&data.join(name)).unwrap()
+}
+
+/// Every file under `d` and its bytes.
+fn tree_bytes(d: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![d.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            } else {
+                out.insert(e.path(), std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+it_test!(frequency_and_uncore_stages_on_real_trees_follow_driver_and_uncore_and_apply_there);
+/// spr1 (intel_pstate active, legacy uncore), genoa0 (acpi-cpufreq, no uncore), turin0
+/// (amd-pstate-epp under the performance governor, which lists only the EPP `performance`),
+/// adl0 (intel_pstate, TPMI-less client uncore) and knl0 (intel_pstate passive): each plan's
+/// configurations switch one after the other through a knob transaction on the tree, the
+/// files take the values, and the restore leaves the tree byte for byte as it was (up to
+/// the trailing newline sysfs adds).
+fn frequency_and_uncore_stages_on_real_trees_follow_driver_and_uncore_and_apply_there() {
+    use pmlab_kernel::knob::Transaction;
+    let cases = [
+        (
+            "spr1",
+            Some(["cpufreq.epp=performance", "cpufreq.epp=balance_power"]),
+            true,
+        ),
+        (
+            "genoa0",
+            Some(["cpufreq.governor=performance", "cpufreq.governor=schedutil"]),
+            false,
+        ),
+        (
+            "turin0",
+            Some(["cpufreq.governor=performance", "cpufreq.governor=powersave"]),
+            false,
+        ),
+        (
+            "knl0",
+            Some(["cpufreq.governor=performance", "cpufreq.governor=schedutil"]),
+            false,
+        ),
+        (
+            "adl0",
+            Some(["cpufreq.epp=performance", "cpufreq.epp=balance_power"]),
+            true,
+        ),
+    ];
+    for (m, want_freq, want_uncore) in cases {
+        let t = emul_machine(m);
+        let dir = t.root.path("/");
+        // As root, whoever runs the test: the tree is ours to write.
+        let caps = Caps {
+            root: true,
+            ..Caps::detect(&dir)
+        };
+        let freq = plan::plan(Stage::Frequency, &caps, true, 7);
+        let uncore = plan::plan(Stage::Uncore, &caps, true, 7);
+        match want_freq {
+            Some(want) => {
+                let (e, _, _) = experiment_of(freq);
+                let got: Vec<String> = e.configurations.iter().map(|c| c.describe()).collect();
+                assert_eq!(got, want, "{m}");
+                apply_each(m, &t.root, &e);
+            }
+            None => assert!(skip_reason(&freq).is_some(), "{m}"),
+        }
+        if want_uncore {
+            let (e, _, _) = experiment_of(uncore);
+            apply_each(m, &t.root, &e);
+        } else {
+            let why = skip_reason(&uncore).unwrap_or_else(|| panic!("{m}: {uncore:?}"));
+            assert!(why.contains("no uncore frequency control"), "{m}: {why}");
+        }
+    }
+
+    /// Each configuration in turn, read back from the files, then restored byte for byte.
+    fn apply_each(m: &str, root: &pmlab_kernel::Root, e: &Experiment) {
+        let before = tree_bytes(&root.path("/"));
+        let journals = tempfile::tempdir().unwrap();
+        let mut txn = Transaction::begin_in(root, journals.path()).unwrap();
+        for c in &e.configurations {
+            txn.switch_to(&c.knobs)
+                .unwrap_or_else(|err| panic!("{m}: {}: {err}", c.label));
+            for a in &c.knobs {
+                let name = a.knob().name();
+                if let Some(limit) = name.strip_prefix("uncore.") {
+                    // `min`/`max`: the hardware's own limits, from each domain's files.
+                    let limit = limit.trim_end_matches("_freq");
+                    let dir = root.path("/sys/devices/system/cpu/intel_uncore_frequency");
+                    for d in std::fs::read_dir(dir).unwrap().flatten() {
+                        let f = |n: &str| std::fs::read_to_string(d.path().join(n)).ok();
+                        let Some(initial) = f(&format!("initial_{}_freq_khz", a.value())) else {
+                            continue;
+                        };
+                        assert_eq!(
+                            f(&format!("{limit}_freq_khz")).map(|v| v.trim().to_string()),
+                            Some(initial.trim().to_string()),
+                            "{m}: {}: {:?}",
+                            c.label,
+                            d.file_name()
+                        );
+                    }
+                    continue;
+                }
+                for (k, v) in pmlab_kernel::knob::read_all(root, a.knob()).unwrap() {
+                    assert_eq!(v, a.value(), "{m}: {}: {k}", c.label);
+                }
+            }
+        }
+        txn.restore().unwrap();
+        let after = tree_bytes(&root.path("/"));
+        let changed: Vec<_> = before
+            .iter()
+            // sysfs prints its own trailing newline whatever was written; a plain file
+            // written with the kernel's value has none, so that newline is not compared.
+            .filter(|(p, b)| after.get(*p).map(|a| a.trim_ascii_end()) != Some(b.trim_ascii_end()))
+            .map(|(p, b)| {
+                let now = after
+                    .get(p)
+                    .map(|a| String::from_utf8_lossy(a).into_owned());
+                format!(
+                    "{}: {:?} -> {now:?}",
+                    p.display(),
+                    String::from_utf8_lossy(b)
+                )
+            })
+            .take(3)
+            .collect();
+        assert!(
+            changed.is_empty() && before.len() == after.len(),
+            "{m}: the tree differs after the restore: {changed:?}"
+        );
+    }
 }
 
 it_test!(the_simulated_machine_runs_the_polling_sweep_into_a_store);

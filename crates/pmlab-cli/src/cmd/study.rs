@@ -1,5 +1,6 @@
 //! `pmlab study`: the default battery for this machine (idle, polling, governors, hotplug,
-//! wakeups, polling-predicted, cpu), adapted to what it has, ending with a self-contained HTML report.
+//! wakeups, polling-predicted, cpu, frequency, uncore, boot), adapted to what it has, ending
+//! with a self-contained HTML report.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pmlab_kernel::Root;
@@ -20,8 +21,10 @@ poll limit against pipe on two CPUs, wakeup and idle: knee and poll-time cost), 
 (each cpuidle governor), hotplug (offline/online latency at two load levels), wakeups
 (traced messaging), polling-predicted (the wakeup trace replayed under the haltpoll
 governor, as `pmlab whatif` does: a prediction where polling cannot be switched on, a
-cross-check where it can), cpu (spin on every CPU). Stages the machine cannot do are
-skipped with the reason. The machine is restored at the end and on Ctrl-C.";
+cross-check where it can), cpu (spin on every CPU), frequency (EPP performance against
+balance_power where the cpufreq driver offers both, else the governor performance against
+schedutil or powersave), uncore (the uncore's upper limit at its highest against its
+lowest), boot (guests under QEMU). Stages the machine cannot do are skipped with the reason. The machine is restored at the end and on Ctrl-C.";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]

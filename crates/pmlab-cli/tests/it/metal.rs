@@ -409,6 +409,70 @@ fn metal_study_plan_root_follows_each_machine_and_writes_nothing() {
     assert_ne!(plans[0], plans[1], "the two machines' plans read the same");
 }
 
+it_test!(metal_study_plan_root_compares_the_frequency_driver_and_uncore_each_machine_has);
+/// The frequency stage compares what the driver offers (EPP on intel_pstate active; the
+/// governors on acpi-cpufreq, and on amd-pstate-epp whose performance governor lists only
+/// the EPP `performance`), the uncore stage runs where uncore control exists: the stages
+/// themselves differ between the machines, not only the facts above them.
+fn metal_study_plan_root_compares_the_frequency_driver_and_uncore_each_machine_has() {
+    let cases = [
+        (
+            "spr1",
+            "cpufreq.epp=performance; cpufreq.epp=balance_power",
+            true,
+        ),
+        (
+            "genoa0",
+            "cpufreq.governor=performance; cpufreq.governor=schedutil",
+            false,
+        ),
+        (
+            "turin0",
+            "cpufreq.governor=performance; cpufreq.governor=powersave",
+            false,
+        ),
+    ];
+    let mut stages = Vec::new();
+    for (m, pair, uncore) in cases {
+        let t = machine(m);
+        let j = json(&t, &["study", "--plan", "--quick", "--json"]);
+        let stage = |name: &str| {
+            j["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["stage"] == name)
+                .unwrap_or_else(|| panic!("{m}: no stage {name}"))
+                .clone()
+        };
+        let freq = stage("frequency");
+        let step = freq["steps"][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("{m}: {freq}"));
+        assert!(
+            step.contains(&format!("configurations [{pair}]")),
+            "{m}: {step}"
+        );
+        let u = stage("uncore");
+        if uncore {
+            let step = u["steps"][0].as_str().unwrap_or_else(|| panic!("{m}: {u}"));
+            assert!(
+                step.contains("uncore.max_freq=max; uncore.min_freq=min uncore.max_freq=min"),
+                "{m}: {step}"
+            );
+        } else {
+            let why = u["skip"].as_str().unwrap_or_else(|| panic!("{m}: {u}"));
+            assert!(why.contains("no uncore frequency control"), "{m}: {why}");
+        }
+        stages.push(j["stages"].clone());
+    }
+    assert_ne!(stages[0], stages[1], "spr1 and genoa0 plan the same stages");
+    assert_ne!(
+        stages[1], stages[2],
+        "genoa0 and turin0 plan the same stages"
+    );
+}
+
 it_test!(metal_reading_commands_end_quietly_on_a_closed_pipe);
 /// `pmlab knob list --root T | head -1` and the other reading commands under `--root`: long
 /// outputs, ended by SIGPIPE as `cat` is, never with a panic.
