@@ -78,6 +78,11 @@ enum Cmd {
     Set {
         #[arg(required = true, value_name = "NAME[@CPUS]=VALUE")]
         assignments: Vec<String>,
+        /// For tests: write a writable copy of a machine's tree under this directory instead
+        /// of `/` (journaled and restored as on the machine). Hidden: users set knobs on the
+        /// machine they run on.
+        #[arg(long, value_name = "DIR", hide = true)]
+        root: Option<std::path::PathBuf>,
     },
     /// Put every knob pmlab changed back to the value it found (kept `knob set`s and
     /// journals of dead pmlab processes).
@@ -96,7 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Get { names, json, root } => {
             get(&super::info::reading_root(root.as_deref())?, &names, json)
         }
-        Cmd::Set { assignments } => set(&Root::system(), &assignments),
+        Cmd::Set { assignments, root } => {
+            set(&super::info::reading_root(root.as_deref())?, &assignments)
+        }
         Cmd::Restore { json } => restore(json),
     }
 }

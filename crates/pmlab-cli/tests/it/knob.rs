@@ -63,7 +63,7 @@ fn values(dir: &Path, names: &[String]) -> Vec<(String, String)> {
     r
 }
 
-fn journals(dir: &Path) -> usize {
+pub(crate) fn journals(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -140,8 +140,9 @@ fn assignments(k: &[(String, String)]) -> Vec<String> {
     k.iter().map(|(n, v)| format!("{n}={v}")).collect()
 }
 
-/// Start `pmlab knob set` paused after write `n`; returns once it is paused.
-fn start_paused(dir: &Path, assign: &[String], n: usize) -> Child {
+/// Start `pmlab knob set ASSIGN` (which may begin with `--root TREE`) paused after write
+/// `n`; returns once it is paused.
+pub(crate) fn start_paused(dir: &Path, assign: &[String], n: usize) -> Child {
     let mut child = Command::new(bin())
         .env("PMLAB_STATE_DIR", dir)
         .env("PMLAB_TEST_PAUSE_AFTER_WRITE", n.to_string())
@@ -153,22 +154,23 @@ fn start_paused(dir: &Path, assign: &[String], n: usize) -> Child {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
+    let mut said = String::new();
     loop {
-        line.clear();
+        let mut line = String::new();
         if err.read_line(&mut line).unwrap() == 0 {
-            panic!("pmlab ended before pausing at write {n}");
+            panic!("pmlab ended before pausing at write {n}: {said}");
         }
         if line.contains("test hook: paused") {
             break;
         }
+        said.push_str(&line);
     }
     // Keep draining stderr so the child never blocks on it.
     std::thread::spawn(move || for _ in err.lines() {});
     child
 }
 
-fn kill(child: &Child, sig: i32) {
+pub(crate) fn kill(child: &Child, sig: i32) {
     assert_eq!(crate::util::kill(child.id() as i32, sig), 0);
 }
 

@@ -914,6 +914,166 @@ fn metal_study_plan_root_compares_the_frequency_driver_and_uncore_each_machine_h
     });
 }
 
+/// Files whose mode or bytes differ between two snapshots, up to the trailing newline
+/// (sysfs prints its own whatever was written; a plain file written with the kernel's
+/// value has none). ASPM's list file is compared by its bracketed word: the kernel takes
+/// back that word only, so that is what is restored.
+fn changed_files(
+    a: &BTreeMap<PathBuf, (u32, Option<Vec<u8>>)>,
+    b: &BTreeMap<PathBuf, (u32, Option<Vec<u8>>)>,
+) -> Vec<PathBuf> {
+    let norm = |p: &Path, e: Option<&(u32, Option<Vec<u8>>)>| {
+        e.map(|(mode, bytes)| {
+            let text = bytes
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b.trim_ascii_end()).into_owned());
+            let text = match text {
+                Some(t) if p.ends_with("pcie_aspm/parameters/policy") => Some(
+                    t.split_whitespace()
+                        .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+                        .unwrap_or(&t)
+                        .to_string(),
+                ),
+                t => t,
+            };
+            (*mode, text)
+        })
+    };
+    a.keys()
+        .chain(b.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|p| norm(p, a.get(*p)) != norm(p, b.get(*p)))
+        .cloned()
+        .collect()
+}
+
+it_test!(metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found);
+/// `pmlab knob set --root TREE` of pepc's knob kinds on a writable copy of an Intel server
+/// (spr1: EPB per package, uncore per die, intel_pstate, EPP, ASPM) and an AMD server
+/// (genoa0: boost, min frequency per package, ASPM, a C-state per NUMA node): after success
+/// and `pmlab knob restore`; stopped after its first, middle and last write by SIGINT or
+/// SIGTERM (the lab restores and exits 128+N); and killed (SIGKILL) midway, then repaired by
+/// the next `pmlab knob restore`. Each time the tree is as found and no journal is left.
+fn metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found() {
+    use crate::knob::{journals, kill, start_paused};
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "spr1",
+            &[
+                "epb@package1=power",
+                "uncore.max_freq@package0=min",
+                "intel_pstate.no_turbo=1",
+                "intel_pstate.min_perf_pct=50%",
+                "cpufreq.epp@all=balance_power",
+                "aspm.policy=powersave",
+            ],
+        ),
+        (
+            "genoa0",
+            &[
+                "cpufreq.turbo=0",
+                "cpufreq.min_freq@package1=max",
+                "aspm.policy=performance",
+                "cpuidle.C2.disable@node1=1",
+            ],
+        ),
+    ];
+    for (m, kinds) in cases {
+        let t = machine(m);
+        let root = dir(&t);
+        let state = tempfile::tempdir().unwrap();
+        let before = snapshot(&root);
+        let mut args = vec!["--root".to_string(), root.to_str().unwrap().to_string()];
+        args.extend(kinds.iter().map(|k| k.to_string()));
+        // What sysfs would print again after a restore: the original bytes (its trailing
+        // newline, ASPM's whole list), for files equal to them as `changed_files` compares.
+        let as_sysfs_prints = || {
+            for (p, (_, bytes)) in &before {
+                let full = root.join(p);
+                if let Some(b) = bytes {
+                    if std::fs::read(&full).ok().as_ref() != Some(b) {
+                        std::fs::write(&full, b).unwrap();
+                    }
+                }
+            }
+        };
+        let restore = || {
+            let out = pmlab()
+                .env("PMLAB_STATE_DIR", state.path())
+                .args(["knob", "restore"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{m}: knob restore: {out:?}");
+        };
+        // Success: every kind written, one write per changed file; restore puts it back.
+        let out = pmlab()
+            .env("PMLAB_STATE_DIR", state.path())
+            .args(["knob", "set"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{m}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let writes = changed_files(&before, &snapshot(&root)).len();
+        assert!(writes >= kinds.len(), "{m}: only {writes} files written");
+        assert_eq!(journals(state.path()), 1, "{m}: the set's journal is kept");
+        restore();
+        let left = changed_files(&before, &snapshot(&root));
+        assert!(left.is_empty(), "{m}: after restore: {left:?}");
+        assert_eq!(journals(state.path()), 0, "{m}");
+        as_sysfs_prints();
+
+        for (sig, n) in [
+            (libc::SIGINT, 1),
+            (libc::SIGTERM, writes / 2),
+            (libc::SIGINT, writes),
+            (libc::SIGKILL, writes / 2),
+        ] {
+            let mut child = start_paused(state.path(), &args, n);
+            let partial = changed_files(&before, &snapshot(&root));
+            assert_eq!(partial.len(), n, "{m}: paused after write {n}");
+            kill(&child, sig);
+            let status = child.wait().unwrap();
+            if sig == libc::SIGKILL {
+                assert_eq!(journals(state.path()), 1, "{m}: the dead process's journal");
+                restore();
+            } else {
+                assert_eq!(status.code(), Some(128 + sig), "{m}: signal {sig}");
+            }
+            let left = changed_files(&before, &snapshot(&root));
+            assert!(
+                left.is_empty(),
+                "{m}: signal {sig} at write {n}: {} files differ, first {:?}",
+                left.len(),
+                left.first()
+            );
+            assert_eq!(journals(state.path()), 0, "{m}: signal {sig}");
+            as_sysfs_prints();
+        }
+    }
+    // A root that is not a directory is refused before anything is written or journaled.
+    let state = tempfile::tempdir().unwrap();
+    let out = pmlab()
+        .env("PMLAB_STATE_DIR", state.path())
+        .args([
+            "knob",
+            "set",
+            "--root",
+            "/nonexistent-pmlab-tree",
+            "epb=power",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+    assert_eq!(journals(state.path()), 0);
+}
+
 it_test!(metal_reading_commands_end_quietly_on_a_closed_pipe);
 /// `pmlab knob list --root T | head -1` and the other reading commands under `--root`: long
 /// outputs, ended by SIGPIPE as `cat` is, never with a panic.
