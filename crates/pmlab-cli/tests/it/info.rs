@@ -69,6 +69,55 @@ fn info_fake_without_cpuidle_says_so() {
     assert_eq!(j["capabilities"]["cpuidle_driver"], Value::Null);
 }
 
+it_test!(info_json_has_one_shape_per_key_and_says_apart_why_an_item_is_missing);
+/// A key is its value or `null` on every machine; why an item pmlab tried to read is
+/// missing is under `unavailable`, by the item's dotted path (`cpuidle.driver` is a string
+/// on the Intel box, `null` with `{status: absent, path}` apart without cpuidle).
+fn info_json_has_one_shape_per_key_and_says_apart_why_an_item_is_missing() {
+    let trees = [
+        FakeTree::intel_box(),
+        FakeTree::no_cpuidle(),
+        FakeTree::haltpoll_guest(true),
+        FakeTree::haltpoll_guest(false),
+    ];
+    let mut shapes = Default::default();
+    let mut all = Vec::new();
+    for t in &trees {
+        let j = json(&["info", "--json", "--root", t.path().to_str().unwrap()]);
+        crate::util::info_json_shapes(&j, &mut shapes);
+        all.push(j);
+    }
+    let two = crate::util::two_shapes(&shapes);
+    assert!(two.is_empty(), "keys with two shapes: {two:#?}");
+    let (intel, bare) = (&all[0], &all[1]);
+    assert_eq!(intel["cpuidle"]["driver"], "intel_idle");
+    assert!(intel["unavailable"].get("cpuidle.driver").is_none());
+    assert_eq!(bare["cpuidle"]["driver"], Value::Null);
+    let why = &bare["unavailable"]["cpuidle.driver"];
+    assert_eq!(why["status"], "absent", "{why}");
+    assert_eq!(
+        why["path"], "/sys/devices/system/cpu/cpuidle/current_driver",
+        "{why}"
+    );
+    // Every entry of `unavailable` names a key that is null.
+    for j in &all {
+        for (path, why) in j["unavailable"].as_object().unwrap() {
+            let mut v = j;
+            for k in path.split('.') {
+                v = match k.parse::<usize>() {
+                    Ok(i) if v.is_array() => &v[i],
+                    _ => &v[k],
+                };
+            }
+            assert!(v.is_null(), "{path} is {v}, yet unavailable: {why}");
+            assert!(
+                why["status"].is_string() && why["path"].is_string(),
+                "{why}"
+            );
+        }
+    }
+}
+
 it_test!(info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states);
 fn info_fake_haltpoll_guest_shows_polling_knob_and_per_cpu_states() {
     let t = FakeTree::haltpoll_guest(true);
@@ -266,7 +315,9 @@ fn info_as_nobody_says_needs_root_and_exits_0() {
     assert!(out.contains("not root"), "{out}");
     let j: Value = serde_json::from_str(&run(true)).unwrap();
     assert_eq!(j["is_root"], false);
-    assert_eq!(j["sched_features"]["status"], "needs root");
+    // One shape per key: the value or null, and why apart.
+    assert!(j["sched_features"].is_null(), "{}", j["sched_features"]);
+    assert_eq!(j["unavailable"]["sched_features"]["status"], "needs root");
     assert_eq!(j["tracefs"]["needs_root"], true);
     assert_eq!(j["tracefs"]["writable"], false);
     assert_eq!(j["capabilities"]["trace_writable"], false);

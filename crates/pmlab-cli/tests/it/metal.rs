@@ -296,7 +296,7 @@ fn check_info(t: &EmulRoot, want: &Expected, j: &Value, text: &str) -> Fails {
         Some(r) => f.eq("kernel.release", &j["kernel"]["release"], r.as_str()),
         None => f.eq(
             "kernel.release (absent)",
-            &j["kernel"]["release"]["status"],
+            &j["unavailable"]["kernel.release"]["status"],
             "absent",
         ),
     }
@@ -763,10 +763,12 @@ fn each_machine(mut test: impl FnMut(&Known, &EmulRoot, &Expected)) {
 
 it_test!(metal_info_root_reports_the_trees_facts_and_writes_nothing);
 fn metal_info_root_reports_the_trees_facts_and_writes_nothing() {
+    let mut shapes = Default::default();
     each_machine(|k, t, want| {
         let j = json(t, &["info", "--json"]);
         let text = run(t, &["info"]);
         check_info(t, want, &j, &text).assert(k.name);
+        crate::util::info_json_shapes(&j, &mut shapes);
         match k.name {
             "knl0" => assert_eq!(j["layout"]["counts"]["threads_per_core"], 4),
             "adl0" => {
@@ -782,6 +784,8 @@ fn metal_info_root_reports_the_trees_facts_and_writes_nothing() {
             _ => {}
         }
     });
+    let two = crate::util::two_shapes(&shapes);
+    assert!(two.is_empty(), "keys with two shapes: {two:#?}");
 }
 
 it_test!(metal_knob_list_root_lists_each_kind_with_its_scope_and_the_files_values);
@@ -1121,9 +1125,9 @@ fn try_run(t: &EmulRoot, args: &[&str], json: bool) -> Result<(Value, String), S
 }
 
 it_test!(metal_every_machine_reads_lists_and_plans_without_error);
-/// On every machine of the data: `info`, `knob list` and `study --plan` run, and every
-/// value they show matches the tree's files (the detailed tests' checks, each skipped
-/// where the machine lacks the item).
+/// On every machine of the data: `info`, `knob list` and `study --plan` run, every value
+/// they show matches the tree's files (the detailed tests' checks, each skipped where the
+/// machine lacks the item), and each key of `info --json` has one type on every machine.
 fn metal_every_machine_reads_lists_and_plans_without_error() {
     if std::env::var_os("PMLAB_PEPC_ALL").is_none_or(|v| v.is_empty() || v == "0") {
         skip!(
@@ -1139,6 +1143,8 @@ fn metal_every_machine_reads_lists_and_plans_without_error() {
     // Each distinct plan (what it read of the machine that steers the study, and which
     // stages run) with the machines that got it.
     let mut plans: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // The JSON type of each key of `info --json`, over every machine: one each, or null.
+    let mut shapes = BTreeMap::new();
     type Check = fn(&EmulRoot, &Expected, &Value, &str) -> Fails;
     let commands: [(&[&str], Check); 3] = [
         (&["info"], check_info),
@@ -1160,6 +1166,9 @@ fn metal_every_machine_reads_lists_and_plans_without_error() {
                             .into_iter()
                             .map(|f| format!("{m}: {f}")),
                     );
+                    if args[0] == "info" {
+                        crate::util::info_json_shapes(&j, &mut shapes);
+                    }
                     if args[0] == "study" {
                         let read: Vec<String> = j["machine"]
                             .as_array()
@@ -1213,5 +1222,7 @@ fn metal_every_machine_reads_lists_and_plans_without_error() {
         plans.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let two = crate::util::two_shapes(&shapes);
+    assert!(two.is_empty(), "info --json keys with two shapes: {two:#?}");
     assert!(plans.len() > 1, "every machine got the same plan");
 }

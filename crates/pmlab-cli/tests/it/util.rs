@@ -202,3 +202,53 @@ pub fn assert_quiet_on_closed_pipe(args: &[&str]) {
         "{args:?}: {status:?} {err}"
     );
 }
+
+/// The JSON type of every value of `pmlab info --json` outside `unavailable`, by path
+/// (array indices as `[]`, so every CPU's entry shares one path), added to `shapes`: a key
+/// with two non-null types, across machines, has two shapes. A left-over
+/// `{status, path}` object (an unreadable item not split off) counts as type `unavailable`.
+pub fn info_json_shapes(
+    v: &serde_json::Value,
+    shapes: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<&'static str>>,
+) {
+    use serde_json::Value;
+    fn walk(
+        v: &Value,
+        at: String,
+        shapes: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<&'static str>>,
+    ) {
+        let ty = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(o) if o.contains_key("status") && o.contains_key("path") => "unavailable",
+            Value::Object(_) => "object",
+        };
+        shapes.entry(at.clone()).or_default().insert(ty);
+        match v {
+            Value::Array(xs) => xs.iter().for_each(|x| walk(x, format!("{at}[]"), shapes)),
+            Value::Object(o) => o
+                .iter()
+                .filter(|(k, _)| !(at.is_empty() && *k == "unavailable"))
+                .for_each(|(k, x)| walk(x, format!("{at}.{k}"), shapes)),
+            _ => {}
+        }
+    }
+    walk(v, String::new(), shapes);
+}
+
+/// The paths of `shapes` with more than one non-null type, or an unreadable item left in
+/// place, each with its types.
+pub fn two_shapes(
+    shapes: &std::collections::BTreeMap<String, std::collections::BTreeSet<&'static str>>,
+) -> Vec<String> {
+    shapes
+        .iter()
+        .filter(|(_, t)| {
+            t.contains("unavailable") || t.iter().filter(|t| **t != "null").count() > 1
+        })
+        .map(|(p, t)| format!("{p}: {t:?}"))
+        .collect()
+}

@@ -2,7 +2,8 @@
 //! [`Item`], a value or the reason it is not available ("needs root", "absent"...).
 
 use crate::Root;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -64,7 +65,7 @@ impl SysinfoError {
 }
 
 /// Why an item has no value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     /// Readable by root only, and we are not root.
     #[serde(rename = "needs root")]
@@ -92,7 +93,8 @@ impl fmt::Display for Status {
 }
 
 /// What stands in for a value that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Unavailable {
     /// Why there is no value.
     pub status: Status,
@@ -114,7 +116,8 @@ impl fmt::Display for Unavailable {
 }
 
 /// A value read from the kernel, or why it is not there. Serializes as the bare value,
-/// or as `{"status": "needs root", "path": "..."}`.
+/// or as `{"status": "needs root", "path": "..."}` (which [`split_unavailable`] turns into
+/// `null` and a separate entry, for `pmlab info --json`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item<T> {
     /// The value read.
@@ -173,6 +176,45 @@ impl<T: Serialize> Serialize for Item<T> {
             Item::Unavailable(u) => u.serialize(s),
         }
     }
+}
+
+/// One JSON shape per item, present or not: each [`Unavailable`] in `v` (as [`Item`]
+/// serializes it) becomes `null` where the value would be, and is returned under the
+/// item's dotted path (`cpuidle.driver`, `cpufreq.policies.3.epp`,
+/// `haltpoll.parameters.guest_halt_poll_ns`), so that a key is always its value or `null`.
+pub fn split_unavailable(v: &mut serde_json::Value) -> BTreeMap<String, Unavailable> {
+    fn walk(v: &mut serde_json::Value, at: &str, out: &mut BTreeMap<String, Unavailable>) {
+        let join = |k: &dyn std::fmt::Display| {
+            if at.is_empty() {
+                k.to_string()
+            } else {
+                format!("{at}.{k}")
+            }
+        };
+        if v.get("status").is_some() {
+            if let Ok(u) = serde_json::from_value::<Unavailable>(v.clone()) {
+                out.insert(at.to_string(), u);
+                *v = serde_json::Value::Null;
+                return;
+            }
+        }
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, x) in map.iter_mut() {
+                    walk(x, &join(k), out);
+                }
+            }
+            serde_json::Value::Array(xs) => {
+                for (i, x) in xs.iter_mut().enumerate() {
+                    walk(x, &join(&i), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(v, "", &mut out);
+    out
 }
 
 /// Is this process root (effective uid 0)?
@@ -339,5 +381,31 @@ mod tests {
             serde_json::to_value(Item::<u32>::unavailable(Status::NeedsRoot, "/x", None)).unwrap();
         assert_eq!(j["status"], "needs root");
         assert_eq!(serde_json::to_value(Item::Value(3)).unwrap(), 3);
+    }
+
+    #[test]
+    fn unavailable_items_become_null_with_their_reason_apart() {
+        let gone = |p: &str| Item::<String>::unavailable(Status::Absent, p, None);
+        let mut v = serde_json::json!({
+            "driver": gone("/sys/devices/system/cpu/cpuidle/current_driver"),
+            "governor": Item::Value("menu".to_string()),
+            "policies": [
+                {"id": 0, "epp": Item::<String>::unavailable(Status::Error, "/e", Some("bad".into()))},
+            ],
+            // intel_pstate's `status` is a plain string beside other keys: not an item.
+            "intel_pstate": {"status": "active", "no_turbo": false},
+            // The same keys with a word no status has: not an item either.
+            "odd": {"status": "fine", "path": "/x"},
+        });
+        let split = split_unavailable(&mut v);
+        assert_eq!(v["driver"], serde_json::Value::Null);
+        assert_eq!(v["governor"], "menu");
+        assert_eq!(v["policies"][0]["epp"], serde_json::Value::Null);
+        assert_eq!(v["intel_pstate"]["status"], "active");
+        assert_eq!(v["odd"]["status"], "fine");
+        let keys: Vec<&str> = split.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["driver", "policies.0.epp"]);
+        assert_eq!(split["driver"].status, Status::Absent);
+        assert_eq!(split["policies.0.epp"].detail.as_deref(), Some("bad"));
     }
 }

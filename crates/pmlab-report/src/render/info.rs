@@ -388,6 +388,8 @@ pub fn render(
 }
 
 /// The JSON form: the [`SystemInfo`] with its [`Capabilities`] under `capabilities`, pretty.
+/// One shape per key: an item that could not be read is `null` where its value would be,
+/// and why is under `unavailable`, by the item's dotted path.
 fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError> {
     #[derive(serde::Serialize)]
     struct Out<'a> {
@@ -395,14 +397,23 @@ fn json(si: &SystemInfo, caps: &Capabilities) -> Result<String, RenderError> {
         info: &'a SystemInfo,
         capabilities: &'a Capabilities,
     }
-    let out = Out {
-        info: si,
-        capabilities: caps,
-    };
-    serde_json::to_string_pretty(&out).map_err(|e| RenderError {
+    let err = |e: serde_json::Error| RenderError {
         format: "json",
         message: e.to_string(),
+    };
+    let mut v = serde_json::to_value(Out {
+        info: si,
+        capabilities: caps,
     })
+    .map_err(err)?;
+    let unavailable = pmlab_kernel::sysinfo::item::split_unavailable(&mut v);
+    if let serde_json::Value::Object(map) = &mut v {
+        map.insert(
+            "unavailable".into(),
+            serde_json::to_value(unavailable).map_err(err)?,
+        );
+    }
+    serde_json::to_string_pretty(&v).map_err(err)
 }
 
 /// The document; `verbose` lists every hotplug state and sched feature, and the idle
