@@ -954,8 +954,10 @@ fn changed_files(
 
 it_test!(metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found);
 /// `pmlab knob set --root TREE` of pepc's knob kinds on a writable copy of an Intel server
-/// (spr1: EPB per package, uncore per die, intel_pstate, EPP, ASPM) and an AMD server
-/// (genoa0: boost, min frequency per package, ASPM, a C-state per NUMA node): after success
+/// (spr1: EPB per package, uncore min and max per die, intel_pstate's no_turbo, perf % and
+/// dynamic boost and mode, EPP, max frequency `base` per package, ASPM) and an AMD server
+/// (genoa0: boost, min frequency per package, a governor per core, ASPM, a C-state per NUMA
+/// node, PM QoS per package): after success
 /// and `pmlab knob restore`; stopped after its first, middle and last write by SIGINT or
 /// SIGTERM (the lab restores and exits 128+N); and killed (SIGKILL) midway, then repaired by
 /// the next `pmlab knob restore`. Each time the tree is as found and no journal is left.
@@ -967,10 +969,15 @@ fn metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found() {
             &[
                 "epb@package1=power",
                 "uncore.max_freq@package0=min",
+                "uncore.min_freq@die1=1.2GHz",
                 "intel_pstate.no_turbo=1",
                 "intel_pstate.min_perf_pct=50%",
+                "intel_pstate.max_perf_pct=90",
+                "intel_pstate.hwp_dynamic_boost=0",
                 "cpufreq.epp@all=balance_power",
+                "cpufreq.max_freq@package1=base",
                 "aspm.policy=powersave",
+                "intel_pstate.status=passive",
             ],
         ),
         (
@@ -978,8 +985,10 @@ fn metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found() {
             &[
                 "cpufreq.turbo=0",
                 "cpufreq.min_freq@package1=max",
+                "cpufreq.governor@core3=performance",
                 "aspm.policy=performance",
                 "cpuidle.C2.disable@node1=1",
+                "pmqos.resume_latency_us@package0=10us",
             ],
         ),
     ];
