@@ -36,6 +36,9 @@ rm -rf "$built"
 logs=$(mktemp -d)
 export PMLAB_TEST_SKIP_LOG="$logs/skips"
 : >"$PMLAB_TEST_SKIP_LOG"
+# Each integration test's wall time (tests/support/harness.rs): the slowest are printed.
+export PMLAB_TEST_TIME_LOG="$logs/times"
+: >"$PMLAB_TEST_TIME_LOG"
 # How many tests were skipped and why, printed however the run ends: the `ignored` counts of
 # cargo test's closing lines, pytest's `skipped`, and the reasons the harness and pytest gave.
 summary() {
@@ -44,6 +47,8 @@ summary() {
   set +e +o pipefail
   rust=$(sed -nE 's/^test result: .* ([0-9]+) ignored;.*/\1/p' "$logs/cargo" 2>/dev/null | awk '{s += $1} END {print s + 0}')
   py=$(grep -oE '[0-9]+ skipped' "$logs/pytest" 2>/dev/null | tail -1 | cut -d' ' -f1)
+  echo "slowest tests (s):"
+  sort -rn "$PMLAB_TEST_TIME_LOG" 2>/dev/null | head -12 | sed 's/^/  /'
   echo "skipped: $((rust + ${py:-0}))"
   sed 's/^/  /' "$PMLAB_TEST_SKIP_LOG"
   # libtest's own `#[ignore = "..."]` tests (none today) and pytest's skips, with reasons.

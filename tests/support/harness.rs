@@ -160,22 +160,6 @@ fn drop_root_if_asked() {
 /// `$PMLAB_TEST_SKIP_LOG`, opened for appending before any privilege is dropped.
 static SKIP_LOG: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
 
-fn open_skip_log() {
-    let Some(path) = std::env::var_os("PMLAB_TEST_SKIP_LOG") else {
-        return;
-    };
-    match std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-    {
-        Ok(f) => {
-            let _ = SKIP_LOG.set(std::sync::Mutex::new(f));
-        }
-        Err(e) => eprintln!("harness: cannot open {}: {e}", Path::new(&path).display()),
-    }
-}
-
 /// Appends `name: reason` to `$PMLAB_TEST_SKIP_LOG` when set.
 fn log_skip(name: &str, reason: &str) {
     if let Some(f) = SKIP_LOG.get() {
@@ -198,9 +182,42 @@ fn message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// `$PMLAB_TEST_TIME_LOG`, opened for appending before any privilege is dropped.
+static TIME_LOG: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+/// Opens `$var` for appending into `slot`, when set.
+fn open_log(var: &str, slot: &std::sync::OnceLock<std::sync::Mutex<std::fs::File>>) {
+    let Some(path) = std::env::var_os(var) else {
+        return;
+    };
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(f) => {
+            let _ = slot.set(std::sync::Mutex::new(f));
+        }
+        Err(e) => eprintln!("harness: cannot open {}: {e}", Path::new(&path).display()),
+    }
+}
+
+/// Appends `SECONDS NAME` to `$PMLAB_TEST_TIME_LOG` when set (scripts/test.sh prints the
+/// slowest, to keep the suite's time in view).
+fn log_time(name: &str, secs: f64) {
+    if let Some(f) = TIME_LOG.get() {
+        let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = f.write_all(format!("{secs:.1} {name}\n").as_bytes()) {
+            eprintln!("harness: cannot write the time log: {e}");
+        }
+    }
+}
+
 fn run_one(name: String, run: fn()) -> Result<Completion, Failed> {
     PARTS.with(|p| p.borrow_mut().clear());
+    let t0 = std::time::Instant::now();
     let result = catch_unwind(AssertUnwindSafe(run));
+    log_time(&name, t0.elapsed().as_secs_f64());
     let parts = PARTS.with(|p| std::mem::take(&mut *p.borrow_mut()));
     match result {
         Ok(()) if parts.is_empty() => Ok(Completion::Completed),
@@ -246,7 +263,8 @@ pub fn unregistered(dir: &Path) -> Vec<String> {
 /// Runs every registered test and `extra` trials with libtest's arguments and output.
 pub fn main(extra: Vec<Trial>) -> ExitCode {
     let args = Arguments::from_args();
-    open_skip_log();
+    open_log("PMLAB_TEST_SKIP_LOG", &SKIP_LOG);
+    open_log("PMLAB_TEST_TIME_LOG", &TIME_LOG);
     drop_root_if_asked();
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

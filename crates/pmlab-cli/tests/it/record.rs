@@ -72,12 +72,19 @@ fn global_state(t: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
+/// pmlab's instances whose owner is gone (`pmlab-PID`): left behind. A live owner's is
+/// another pmlab's recording on this machine (a test's children have all exited when it
+/// checks).
 fn pmlab_instances(t: &Path) -> Vec<String> {
     std::fs::read_dir(t.join("instances"))
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("pmlab-"))
+                .filter(|n| {
+                    n.strip_prefix("pmlab-").is_some_and(|pid| {
+                        !Path::new("/proc").join(pid).exists() || pid.parse::<u32>().is_err()
+                    })
+                })
                 .collect()
         })
         .unwrap_or_default()

@@ -121,6 +121,18 @@ fn dump_matches_trace_cmd_on_every_fixture_v6_and_v7() {
             let out = tmp.path().join(format!("{stem}.v7.{comp}.dat"));
             match convert_v7(&f, comp, &out) {
                 Some(p) => {
+                    // The oracle must agree with itself first: trace-cmd has been seen (once,
+                    // in a full suite run) reporting a conversion's time stamps as raw
+                    // counters ("[003]7615709442088") while reporting the original in seconds.
+                    let (v6, v7) = (trace_cmd_report(&f).0, trace_cmd_report(&p).0);
+                    if normalized(&v6) != normalized(&v7) {
+                        skip_part!(
+                            "{}: trace-cmd reports its own v7 conversion differently from the \
+                             original",
+                            p.display()
+                        );
+                        continue;
+                    }
                     let n7 = assert_dump_matches_trace_cmd(&p);
                     assert_eq!(n6, n7, "{}: v6 and v7 event counts differ", p.display());
                     let info = info_json(&p);

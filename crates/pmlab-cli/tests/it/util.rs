@@ -252,3 +252,48 @@ pub fn two_shapes(
         .map(|(p, t)| format!("{p}: {t:?}"))
         .collect()
 }
+
+/// All CPUs' busy time (user+nice+system+irq+softirq+steal) and total time from
+/// /proc/stat, in clock ticks.
+fn proc_stat_busy_total() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is inside user)
+    let total: u64 = (0..8).map(at).sum();
+    (total - at(3) - at(4), total)
+}
+
+/// CPU time of this process and its waited-for children, in clock ticks.
+fn own_ticks() -> u64 {
+    let hz = rustix::param::clock_ticks_per_second();
+    let secs = |who| {
+        // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage only writes the struct it is given, which outlives the call.
+        unsafe { libc::getrusage(who, &mut u) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    ((secs(libc::RUSAGE_SELF) + secs(libc::RUSAGE_CHILDREN)) * hz as f64) as u64
+}
+
+/// Runs `f` and returns its result with the share of all CPUs' time that other processes
+/// (not this test nor the children it waited for) used meanwhile: how busy the machine was
+/// with work the test did not start, for checks that only hold on a quiet machine.
+pub fn others_share<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let (b0, t0) = proc_stat_busy_total();
+    let o0 = own_ticks();
+    let out = f();
+    let (b1, t1) = proc_stat_busy_total();
+    let o1 = own_ticks();
+    let others = (b1 - b0).saturating_sub(o1 - o0);
+    (out, others as f64 / (t1 - t0).max(1) as f64)
+}

@@ -39,6 +39,29 @@ fn mean(e: &StoredExperiment, w: usize, c: usize, name: &str) -> Option<f64> {
     Summary::of(&e.samples(w, c, total(name))).map(|s| s.mean)
 }
 
+/// The metrics `PREFIX…` (totals) of workload `w`, by their largest mean over the
+/// configurations, largest first, as (the name after the prefix, that mean).
+fn largest(
+    e: &StoredExperiment,
+    w: usize,
+    keys: &[crate::store::MetricInfo],
+    prefix: &str,
+) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = keys
+        .iter()
+        .filter(|k| k.cpu.is_none())
+        .filter_map(|k| Some((k, k.name.strip_prefix(prefix)?)))
+        .map(|(k, s)| {
+            let most = (0..e.configurations.len())
+                .filter_map(|c| mean(e, w, c, &k.name))
+                .fold(0.0, f64::max);
+            (s.to_string(), most)
+        })
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
+}
+
 /// The section: plot, bring-up table, steps, exits.
 pub fn section(e: &StoredExperiment, r: &Report) -> String {
     let mut by_vcpus: Vec<(u32, usize)> = e
@@ -167,18 +190,7 @@ fn steps_table(e: &StoredExperiment, by_vcpus: &[(u32, usize)]) -> String {
     let mut rows = Vec::new();
     for &(v, w) in by_vcpus {
         let keys = e.metric_keys(w);
-        let mut steps: Vec<(String, f64)> = keys
-            .iter()
-            .filter(|k| k.cpu.is_none())
-            .filter_map(|k| k.name.strip_prefix("boot.step_ms:").map(|s| (k, s)))
-            .map(|(k, s)| {
-                let worst = (0..e.configurations.len())
-                    .filter_map(|c| mean(e, w, c, &k.name))
-                    .fold(0.0, f64::max);
-                (s.to_string(), worst)
-            })
-            .collect();
-        steps.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let steps = largest(e, w, &keys, "boot.step_ms:");
         let parts = [
             ("(before the first step)", "boot.lead_ms"),
             ("(after the last step)", "boot.tail_ms"),
@@ -224,18 +236,7 @@ fn exits_table(e: &StoredExperiment, by_vcpus: &[(u32, usize)]) -> String {
     for &(v, w) in by_vcpus {
         let keys = e.metric_keys(w);
         recorded |= keys.iter().any(|k| k.name == "kvm.exits");
-        let mut reasons: Vec<(String, f64)> = keys
-            .iter()
-            .filter(|k| k.cpu.is_none())
-            .filter_map(|k| k.name.strip_prefix("kvm.exits:").map(|s| (k, s)))
-            .map(|(k, s)| {
-                let most = (0..e.configurations.len())
-                    .filter_map(|c| mean(e, w, c, &k.name))
-                    .fold(0.0, f64::max);
-                (s.to_string(), most)
-            })
-            .collect();
-        reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let reasons = largest(e, w, &keys, "kvm.exits:");
         for (reason, _) in reasons.iter().take(TOP_REASONS) {
             let mut cells = vec![v.to_string(), reason.clone()];
             for c in 0..e.configurations.len() {
