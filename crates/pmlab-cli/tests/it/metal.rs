@@ -418,7 +418,166 @@ fn check_info(t: &EmulRoot, want: &Expected, j: &Value, text: &str) -> Fails {
         f.eq("cpu0 idle states", names, want.states.clone());
     }
 
+    // Every CPU's idle states, field by field.
+    for c in idle["cpus"].as_array().into_iter().flatten() {
+        let cpu = &c["cpu"];
+        for st in c["states"].as_array().into_iter().flatten() {
+            let base = format!("{CPU}/cpu{cpu}/cpuidle/state{}", st["index"]);
+            for (key, name) in [
+                ("name", "name"),
+                ("desc", "desc"),
+                ("latency_us", "latency"),
+                ("residency_us", "residency"),
+                ("usage", "usage"),
+                ("time_us", "time"),
+                ("above", "above"),
+                ("below", "below"),
+                ("rejected", "rejected"),
+                ("disabled", "disable"),
+                ("default_status", "default_status"),
+            ] {
+                if let Some(v) = file(t, &format!("{base}/{name}")) {
+                    if !same(&st[key], &v) {
+                        f.0.push(format!(
+                            "{base}/{name}: pmlab says {}, the tree {v:?}",
+                            st[key]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    // Every CPU's package, core, die, node and core type; its thread siblings.
+    let cpuinfo = file(t, "/proc/cpuinfo").unwrap_or_default();
+    let mut place: BTreeMap<u64, (Option<u64>, Option<u64>)> = BTreeMap::new();
+    for block in cpuinfo.split("\n\n") {
+        let get = |k: &str| {
+            block
+                .lines()
+                .find(|l| l.split(':').next().unwrap().trim() == k)
+                .and_then(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
+        };
+        if let Some(n) = get("processor") {
+            place.insert(n, (get("physical id"), get("core id")));
+        }
+    }
+    let of_node = |cpu: u64| {
+        want.nodes
+            .iter()
+            .find(|(_, c)| c.contains(&cpu))
+            .map(|(n, _)| *n as u64)
+    };
+    let of_type = |cpu: u64| {
+        want.core_types
+            .iter()
+            .find(|(_, c)| c.contains(&cpu))
+            .map(|(n, _)| n.clone())
+    };
+    for tp in j["topology"].as_array().into_iter().flatten() {
+        let cpu = tp["cpu"].as_u64().unwrap();
+        let topo = |n: &str| {
+            file(t, &format!("{CPU}/cpu{cpu}/topology/{n}")).and_then(|v| v.parse::<u64>().ok())
+        };
+        let (pkg, core) = place.get(&cpu).copied().unwrap_or_default();
+        if let Some(p) = topo("physical_package_id").or(pkg) {
+            f.eq(format!("cpu{cpu}.package"), tp["package"].as_u64(), Some(p));
+        }
+        if let Some(c) = topo("core_id").or(core) {
+            f.eq(format!("cpu{cpu}.core"), tp["core"].as_u64(), Some(c));
+            let siblings: Vec<u64> = place
+                .iter()
+                .filter(|(_, pc)| **pc == (pkg, core))
+                .map(|(n, _)| *n)
+                .collect();
+            if topo("core_id").is_none() && pkg.is_some() {
+                f.eq(
+                    format!("cpu{cpu}.thread_siblings"),
+                    serde_json::from_value::<Vec<u64>>(tp["thread_siblings"].clone()).ok(),
+                    Some(siblings),
+                );
+            }
+        }
+        if let Some(d) = topo("die_id") {
+            f.eq(format!("cpu{cpu}.die"), tp["die"].as_u64(), Some(d));
+        }
+        if !want.nodes.is_empty() {
+            f.eq(format!("cpu{cpu}.node"), tp["node"].as_u64(), of_node(cpu));
+        }
+        f.eq(
+            format!("cpu{cpu}.core_type"),
+            tp["core_type"].as_str().map(String::from),
+            of_type(cpu),
+        );
+    }
+    // Caches: one entry per instance, its id and CPUs as the first CPU's files say.
+    for c in j["layout"]["caches"].as_array().unwrap() {
+        let first = &c["cpus"][0];
+        let base = format!("{CPU}/cpu{first}/cache/index{}", c["index"]);
+        if let Some(v) = file(t, &format!("{base}/id")) {
+            f.ok(
+                format!("{base}/id: pmlab says {}, the tree {v:?}", c["id"]),
+                same(&c["id"], &v),
+            );
+        }
+        if let Some(v) = file(t, &format!("{base}/shared_cpu_list")) {
+            f.eq(
+                format!("{base}/shared_cpu_list"),
+                serde_json::from_value::<Vec<u64>>(c["cpus"].clone()).ok(),
+                Some(cpu_list(&v)),
+            );
+        }
+        for (key, name) in [("level", "level"), ("type", "type")] {
+            if let Some(v) = file(t, &format!("{base}/{name}")) {
+                f.ok(
+                    format!("{base}/{name}: pmlab says {}, the tree {v:?}", c[key]),
+                    same(&c[key], &v),
+                );
+            }
+        }
+    }
+
     let power = &j["power"];
+    // ACPI CPPC of every CPU listed.
+    for g in power["cppc"].as_array().unwrap() {
+        for cpu in g["cpus"].as_array().unwrap() {
+            for (key, name) in [
+                ("highest_perf", "highest_perf"),
+                ("nominal_perf", "nominal_perf"),
+                ("lowest_nonlinear_perf", "lowest_nonlinear_perf"),
+                ("lowest_perf", "lowest_perf"),
+                ("guaranteed_perf", "guaranteed_perf"),
+                ("reference_perf", "reference_perf"),
+                ("nominal_freq_mhz", "nominal_freq"),
+                ("lowest_freq_mhz", "lowest_freq"),
+            ] {
+                if let Some(v) = file(t, &format!("{CPU}/cpu{cpu}/acpi_cppc/{name}")) {
+                    let got = &g["value"][key];
+                    f.ok(
+                        format!("cpu{cpu}/acpi_cppc/{name}: pmlab says {got}, the tree {v:?}"),
+                        same(got, &v),
+                    );
+                }
+            }
+        }
+    }
+    let cppc_cpus: usize = power["cppc"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["cpus"].as_array().unwrap().len())
+        .sum();
+    let cppc_dirs = numbered(t, CPU, "cpu")
+        .into_iter()
+        .filter(|n| t.root.path(&format!("{CPU}/cpu{n}/acpi_cppc")).is_dir())
+        .count();
+    f.eq("cppc: CPUs listed", cppc_cpus, cppc_dirs);
+    if let Some(v) = file(t, &format!("{CPU}/cpuidle/intel_c1_demotion")) {
+        f.eq(
+            "c1_demotion",
+            power["c1_demotion"].as_str(),
+            Some(v.as_str()),
+        );
+    }
     let domains = power["uncore"].as_array().unwrap();
     let mut dirs: Vec<&str> = domains.iter().map(|d| d["dir"].as_str().unwrap()).collect();
     dirs.sort();
