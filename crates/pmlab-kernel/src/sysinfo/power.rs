@@ -117,7 +117,8 @@ pub fn legacy_ids(dir: &str) -> Option<(u32, u32)> {
     Some((p.parse().ok()?, d.parse().ok()?))
 }
 
-/// Every uncore domain, TPMI first when both kinds exist (the kernel shows one kind).
+/// Every uncore domain, TPMI first: a TPMI machine shows both kinds, its `uncoreNN` domains
+/// and a legacy `package_PP_die_00` per package (the knobs set the TPMI ones).
 pub fn uncore(root: &Root) -> Vec<UncoreDomain> {
     let mut out = Vec::new();
     for dir in list_names(root, UNCORE_DIR).unwrap_or_default() {
