@@ -175,10 +175,11 @@ pub fn plan(root: &Root, assignments: &[Assignment]) -> Result<Vec<Plan>, KnobEr
                     format!("{}: {r}", t.knob)
                 })
             })?;
-            if let Some(p) = plans
-                .iter()
-                .find(|p| p.target.path == t.path && p.target.feature == t.feature)
-            {
+            if let Some(p) = plans.iter().find(|p| {
+                p.target.path == t.path
+                    && p.target.feature == t.feature
+                    && p.target.def.access == t.def.access
+            }) {
                 if p.value != v {
                     return Err(bad(format!(
                         "{} is also set by `{}` to another value",
@@ -234,7 +235,7 @@ fn check_online(root: &Root, plans: &[Plan]) -> Result<(), KnobError> {
 
 /// Current value of one resolved file, as shown to people (`1`/`0` for sched features).
 pub fn read_target(t: &Target) -> Result<String, KnobError> {
-    let raw = file::read_raw(&t.path, t.feature.as_deref()).map_err(|e| KnobError::Invalid {
+    let raw = file::read_part(&t.path, t.part()).map_err(|e| KnobError::Invalid {
         assignment: t.knob.clone(),
         reason: format!("reading {}: {}", t.path.display(), file::describe(&e)),
     })?;
