@@ -773,3 +773,39 @@ fn msr_knobs_killed_midway_are_repaired_by_the_next_transaction() {
     assert!(!txn.recovered.is_empty(), "nothing recovered");
     assert!(msr_files(&t) == before, "msr files not repaired");
 }
+
+it_test!(msr_knobs_take_the_character_device_the_msr_module_makes);
+/// On a real machine /dev/cpu/N/msr is a character device, not a regular file: cpu0's is
+/// replaced by one that reads zeros and drops writes (1:5, like /dev/zero). The knob reads
+/// it, and a set is refused at its read-back, written back, with the journal gone.
+fn msr_knobs_take_the_character_device_the_msr_module_makes() {
+    let t = machine("spr1");
+    let dev = pmlab_kernel::msr::device(&t.root, 0);
+    std::fs::remove_file(&dev).unwrap();
+    let c = std::ffi::CString::new(dev.to_str().unwrap()).unwrap();
+    // SAFETY: mknod(2) on a NUL-terminated path we own; no memory is shared.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) } != 0 {
+        skip!(
+            "mknod of a character device: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let id = "msr.c1_demotion@0".parse::<KnobId>().unwrap();
+    assert_eq!(knob::read(&t.root, &id).unwrap(), "0");
+    assert!(knob::list(&t.root)
+        .iter()
+        .any(|k| k.name == "msr.c1_demotion@0" && k.writable));
+    let journals = tempfile::tempdir().unwrap();
+    let mut txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+    let e = txn.apply(&s(&["msr.c1_demotion@0=on"])).unwrap_err();
+    assert!(e.to_string().contains("wrote `1` but it reads `0`"), "{e}");
+    txn.restore().unwrap();
+    assert_eq!(
+        std::fs::read_dir(journals.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != ".lock")
+            .count(),
+        0
+    );
+}

@@ -150,8 +150,8 @@ pub fn validate(root: &Root, assignments: &[Assignment]) -> Result<(), KnobError
 fn is_writable(t: &Target) -> bool {
     use std::os::unix::fs::PermissionsExt;
     t.def.writable
-        && std::fs::metadata(&t.path)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o222 != 0)
+        && t.is_present()
+        && std::fs::metadata(&t.path).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
 }
 
 /// Resolve and check every assignment: names, CPUs, values, writability, duplicates,

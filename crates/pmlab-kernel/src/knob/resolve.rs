@@ -54,6 +54,15 @@ impl Target {
         }
     }
 
+    /// The file is there: a regular file (sysfs), or for an MSR the msr module's character
+    /// device (a regular file in a fake tree).
+    pub fn is_present(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(&self.path).is_ok_and(|m| {
+            m.is_file() || (self.register().is_some() && m.file_type().is_char_device())
+        })
+    }
+
     /// What the journal keeps of the file: the whole register of an MSR field.
     pub fn journal_part(&self) -> file::Part<'_> {
         match self.register() {
@@ -81,7 +90,7 @@ fn msr_refusal(root: &Root, def: &KnobDef, field: crate::msr::Field) -> Option<S
     let Some(cpu) = all
         .iter()
         .copied()
-        .find(|c| crate::msr::device(root, *c).is_file())
+        .find(|c| crate::msr::device(root, *c).exists())
     else {
         return Some(format!(
             "`{}` needs /dev/cpu/{first}/msr: load the msr module (modprobe msr); this \
@@ -648,7 +657,7 @@ fn resolve_def(root: &Root, id: &KnobId, def: &'static KnobDef) -> Result<Vec<Ta
                 caps.push(("CPU".into(), cpu.to_string()));
                 let mut t = base(Some(cpu), None, fill(def.file, &caps));
                 t.knob = format!("{name}@{cpu}");
-                if !t.path.is_file() {
+                if !t.is_present() {
                     if !strict {
                         continue;
                     }
