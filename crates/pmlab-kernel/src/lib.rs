@@ -5,6 +5,7 @@ pub mod counters;
 pub mod cpulist;
 pub mod hwmon;
 pub mod knob;
+pub mod msr;
 pub mod procstat;
 pub mod sysinfo;
 pub mod tracefs;

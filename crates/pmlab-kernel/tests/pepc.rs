@@ -479,3 +479,333 @@ fn main() -> std::process::ExitCode {
     }
     harness::main(Vec::new())
 }
+
+/// The MSR knobs: (name, register, lowest bit, width).
+const MSR_KNOBS: [(&str, u32, u32, u32); 3] = [
+    ("msr.pkg_cstate_limit", 0xe2, 0, 4),
+    ("msr.c1_demotion", 0xe2, 26, 1),
+    ("msr.c1e_autopromote", 0x1fc, 1, 1),
+];
+
+/// MSR `addr` of each CPU, from the machine's `msr/msr.txt` (`ADDR:CPU|VAL ...`, hex).
+fn msr_txt(m: &str, addr: u32) -> BTreeMap<u32, u64> {
+    let text = std::fs::read_to_string(data().join(m).join("msr/msr.txt")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.split(':').next() == Some(&format!("{addr:x}")))
+        .unwrap_or_else(|| panic!("{m}: no MSR {addr:#x} in msr.txt"));
+    line.split_once(':')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .map(|p| {
+            let (c, v) = p.split_once('|').unwrap();
+            (c.parse().unwrap(), u64::from_str_radix(v, 16).unwrap())
+        })
+        .collect()
+}
+
+/// Every `/dev/cpu/N/msr` file of the tree (by CPU) and its bytes.
+fn msr_files(t: &EmulRoot) -> BTreeMap<u32, Vec<u8>> {
+    let Ok(rd) = std::fs::read_dir(t.root.path("/dev/cpu")) else {
+        return BTreeMap::new();
+    };
+    rd.flatten()
+        .map(|e| {
+            let cpu = e.file_name().to_str().unwrap().parse().unwrap();
+            (cpu, std::fs::read(e.path().join("msr")).unwrap())
+        })
+        .collect()
+}
+
+fn reg(bytes: &[u8], addr: u32) -> u64 {
+    let a = addr as usize;
+    u64::from_le_bytes(bytes[a..a + 8].try_into().unwrap())
+}
+
+fn field(v: u64, lo: u32, width: u32) -> u64 {
+    (v >> lo) & ((1 << width) - 1)
+}
+
+/// The CPUs of `knob` (`NAME@SCOPE`) as the engine resolves them.
+fn cpus_of(t: &EmulRoot, knob: &str) -> Vec<u32> {
+    knob::read_all(&t.root, &knob.parse::<KnobId>().unwrap())
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.rsplit('@').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+it_test!(msr_knobs_read_the_bits_set_only_them_and_restore_byte_for_byte);
+/// On an Intel server (spr1), a hybrid client (adl0) and a Xeon Phi (knl0, whose 0xe2 is
+/// locked by its firmware): each MSR knob reads the bits of msr.txt on every CPU and is
+/// listed per CPU; set through the transaction (scoped @package0, @all, @core0) only the
+/// intended bits of the intended CPUs change, the journal keeps each whole register, and
+/// restore gives every msr file back byte for byte.
+fn msr_knobs_read_the_bits_set_only_them_and_restore_byte_for_byte() {
+    for m in ["spr1", "adl0", "knl0"] {
+        let t = machine(m);
+        let listed = knob::list(&t.root);
+        for (name, addr, lo, width) in MSR_KNOBS {
+            let want = msr_txt(m, addr);
+            let got = knob::read_all(&t.root, &name.parse::<KnobId>().unwrap())
+                .unwrap_or_else(|e| panic!("{m} {name}: {e}"));
+            assert_eq!(got.len(), want.len(), "{m} {name}: one per CPU");
+            for (k, v) in &got {
+                let cpu: u32 = k.rsplit('@').next().unwrap().parse().unwrap();
+                assert_eq!(
+                    v,
+                    &field(want[&cpu], lo, width).to_string(),
+                    "{m} {k} vs {:#x}",
+                    want[&cpu]
+                );
+                let l = listed.iter().find(|i| &i.name == k).expect(k);
+                assert_eq!(l.scope, knob::Scope::Cpu, "{m} {k}");
+                assert_eq!(&l.value, v, "{m} {k}");
+            }
+        }
+        let locked = msr_txt(m, 0xe2)[&0] & (1 << 15) != 0;
+        assert_eq!(locked, m == "knl0", "{m}: the lock bit of 0xe2");
+        let before = msr_files(&t);
+        let sys_before = snapshot(&t);
+        let e2 = msr_txt(m, 0xe2)[&0];
+        let fc = msr_txt(m, 0x1fc)[&0];
+        let limit = if field(e2, 0, 4) == 0 { 1 } else { 0 };
+        let demote = 1 - field(e2, 26, 1);
+        let promote = 1 - field(fc, 1, 1);
+        let mut set = vec![
+            format!("msr.c1_demotion@all={}", ["off", "on"][demote as usize]),
+            format!("msr.c1e_autopromote@core0={promote}"),
+        ];
+        if !locked {
+            set.push(format!("msr.pkg_cstate_limit@package0={limit}"));
+        }
+        let pkg0 = cpus_of(&t, "msr.pkg_cstate_limit@package0");
+        let core0 = cpus_of(&t, "msr.c1e_autopromote@core0");
+        assert!(
+            !core0.is_empty() && core0.len() < before.len(),
+            "{m}: {core0:?}"
+        );
+        let journals = tempfile::tempdir().unwrap();
+        let mut txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+        let set: Vec<&str> = set.iter().map(String::as_str).collect();
+        txn.apply(&s(&set)).unwrap_or_else(|e| panic!("{m}: {e}"));
+        for (cpu, now) in msr_files(&t) {
+            let was = &before[&cpu];
+            assert_eq!(now.len(), was.len(), "{m} cpu{cpu}");
+            // Only the bytes of the two registers may differ.
+            for (i, (a, b)) in was.iter().zip(&now).enumerate() {
+                let i = i as u32;
+                assert!(
+                    a == b || (0xe2..0xea).contains(&i) || (0x1fc..0x204).contains(&i),
+                    "{m} cpu{cpu}: byte {i:#x} changed"
+                );
+            }
+            let (e_was, e_now) = (reg(was, 0xe2), reg(&now, 0xe2));
+            let (f_was, f_now) = (reg(was, 0x1fc), reg(&now, 0x1fc));
+            let limit_bits = if !locked && pkg0.contains(&cpu) {
+                0xf
+            } else {
+                0
+            };
+            assert_eq!(
+                (e_was ^ e_now) & !((1 << 26) | limit_bits),
+                0,
+                "{m} cpu{cpu}"
+            );
+            assert_eq!(field(e_now, 26, 1), demote, "{m} cpu{cpu}");
+            if limit_bits != 0 {
+                assert_eq!(field(e_now, 0, 4), limit, "{m} cpu{cpu}");
+            }
+            if core0.contains(&cpu) {
+                assert_eq!(f_was ^ f_now, 1 << 1, "{m} cpu{cpu}");
+            } else {
+                assert_eq!(f_was, f_now, "{m} cpu{cpu}");
+            }
+        }
+        // The journal holds each register whole, once, as found.
+        let text = std::fs::read_to_string(txn.journal_path().unwrap()).unwrap();
+        let entries: Vec<serde_json::Value> = text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["msr"] == 0xe2)
+            .collect();
+        assert_eq!(entries.len(), before.len(), "{m}: one 0xe2 entry per CPU");
+        for e in &entries {
+            let cpu: u32 = e["path"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                e["orig"],
+                format!("{:#018x}", reg(&before[&cpu], 0xe2)),
+                "{m} cpu{cpu}"
+            );
+        }
+        txn.restore().unwrap();
+        assert!(msr_files(&t) == before, "{m}: msr files not restored");
+        assert!(changed(&sys_before, &snapshot(&t)).is_empty(), "{m}: /sys");
+    }
+}
+
+it_test!(msr_knobs_are_refused_without_intel_or_the_msr_device_or_when_locked);
+/// Refused, with nothing written or journaled: on AMD (genoa0: `knob list` leaves the MSR
+/// knobs out, get and set name the vendor), on an Intel tree whose /dev/cpu was removed
+/// (they name the missing device), a limit write on a locked 0xe2 (knl0 as found; spr1 with
+/// bit 15 set on one CPU), and values out of the fields' range.
+fn msr_knobs_are_refused_without_intel_or_the_msr_device_or_when_locked() {
+    let genoa = machine("genoa0");
+    let nodev = machine("spr1");
+    std::fs::remove_dir_all(nodev.root.path("/dev/cpu")).unwrap();
+    let knl = machine("knl0");
+    let spr = machine("spr1");
+    let dev3 = pmlab_kernel::msr::device(&spr.root, 3);
+    let e2 = pmlab_kernel::msr::read(&dev3, 0xe2).unwrap();
+    pmlab_kernel::msr::write(&dev3, 0xe2, e2 | 1 << 15).unwrap();
+    for (t, says) in [
+        (&genoa, "is an Intel MSR (0xe2); this CPU is AuthenticAMD"),
+        (
+            &nodev,
+            "needs /dev/cpu/0/msr: load the msr module (modprobe msr); this machine has none",
+        ),
+    ] {
+        assert!(
+            !knob::list(&t.root)
+                .iter()
+                .any(|k| k.name.starts_with("msr.")),
+            "{says}: listed"
+        );
+        for (name, ..) in MSR_KNOBS {
+            let e = knob::read(&t.root, &name.parse::<KnobId>().unwrap()).unwrap_err();
+            let says = says.replace(
+                "0xe2",
+                if name.contains("c1e") {
+                    "0x1fc"
+                } else {
+                    "0xe2"
+                },
+            );
+            assert!(e.to_string().contains(&says), "get {name}: {e}");
+        }
+    }
+    for (t, a, says) in [
+        (&genoa, "msr.c1_demotion=off", "is an Intel MSR"),
+        (&nodev, "msr.c1e_autopromote@all=on", "needs /dev/cpu/0/msr"),
+        (&knl, "msr.pkg_cstate_limit=0", "locked (bit 15 is set"),
+        (
+            &spr,
+            "msr.pkg_cstate_limit@all=0",
+            "MSR 0xe2 of cpu3 is locked",
+        ),
+        (&spr, "msr.pkg_cstate_limit=16", "out of range 0..15"),
+        (&spr, "msr.c1_demotion@0=2", "not a boolean"),
+        (&spr, "msr.c1e_autopromote@9999=1", "there is no cpu9999"),
+    ] {
+        let (before, sys) = (msr_files(t), snapshot(t));
+        let journals = tempfile::tempdir().unwrap();
+        let mut txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+        let e = txn.apply(&s(&["cpuidle.POLL.disable=1", a])).unwrap_err();
+        assert!(e.to_string().contains(says), "{a}: {e}");
+        assert!(matches!(e, KnobError::Invalid { .. }), "{a}: {e:?}");
+        assert!(msr_files(t) == before, "{a}: msr written");
+        assert!(changed(&sys, &snapshot(t)).is_empty(), "{a}: /sys written");
+        assert!(txn.journal_path().is_none(), "{a}: journaled");
+    }
+    // Locked, the limit still reads, and the other fields of 0xe2 still set.
+    assert_eq!(
+        knob::read(
+            &knl.root,
+            &"msr.pkg_cstate_limit".parse::<KnobId>().unwrap()
+        )
+        .unwrap(),
+        "3"
+    );
+    let journals = tempfile::tempdir().unwrap();
+    let mut txn = Transaction::begin_in(&spr.root, journals.path()).unwrap();
+    txn.apply(&s(&["msr.c1_demotion@3=off", "msr.pkg_cstate_limit@3=3"]))
+        .unwrap();
+    assert_eq!(
+        pmlab_kernel::msr::read(&dev3, 0xe2).unwrap(),
+        (e2 | 1 << 15) & !(1 << 26)
+    );
+    txn.restore().unwrap();
+    assert_eq!(pmlab_kernel::msr::read(&dev3, 0xe2).unwrap(), e2 | 1 << 15);
+}
+
+it_test!(msr_knobs_killed_midway_are_repaired_by_the_next_transaction);
+/// A process setting the three MSR knobs on spr1 is SIGKILLed after some of its writes;
+/// the next transaction restores every register from its journal, byte for byte.
+fn msr_knobs_killed_midway_are_repaired_by_the_next_transaction() {
+    let t = machine("spr1");
+    let before = msr_files(&t);
+    let journals = tempfile::tempdir().unwrap();
+    let set = "msr.pkg_cstate_limit@package1=0 msr.c1_demotion@all=off msr.c1e_autopromote@all=on";
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(
+            CHILD_ENV,
+            format!(
+                "{}|{}|{set}",
+                t.root.path("/").display(),
+                journals.path().display()
+            ),
+        )
+        .env("PMLAB_TEST_PAUSE_AFTER_WRITE", before.len().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("paused after write") {}
+    assert!(line.contains("paused after write"), "{line}");
+    let now = msr_files(&t);
+    let n = before.iter().filter(|(c, b)| now[*c] != **b).count();
+    assert!(n > 0, "the child wrote nothing");
+    // SAFETY: kill(2) on the PID of our own child; no memory is involved.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+    assert!(!txn.recovered.is_empty(), "nothing recovered");
+    assert!(msr_files(&t) == before, "msr files not repaired");
+}
+
+it_test!(msr_knobs_take_the_character_device_the_msr_module_makes);
+/// On a real machine /dev/cpu/N/msr is a character device, not a regular file: cpu0's is
+/// replaced by one that reads zeros and drops writes (1:5, like /dev/zero). The knob reads
+/// it, and a set is refused at its read-back, written back, with the journal gone.
+fn msr_knobs_take_the_character_device_the_msr_module_makes() {
+    let t = machine("spr1");
+    let dev = pmlab_kernel::msr::device(&t.root, 0);
+    std::fs::remove_file(&dev).unwrap();
+    let c = std::ffi::CString::new(dev.to_str().unwrap()).unwrap();
+    // SAFETY: mknod(2) on a NUL-terminated path we own; no memory is shared.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) } != 0 {
+        skip!(
+            "mknod of a character device: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let id = "msr.c1_demotion@0".parse::<KnobId>().unwrap();
+    assert_eq!(knob::read(&t.root, &id).unwrap(), "0");
+    assert!(knob::list(&t.root)
+        .iter()
+        .any(|k| k.name == "msr.c1_demotion@0" && k.writable));
+    let journals = tempfile::tempdir().unwrap();
+    let mut txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+    let e = txn.apply(&s(&["msr.c1_demotion@0=on"])).unwrap_err();
+    assert!(e.to_string().contains("wrote `1` but it reads `0`"), "{e}");
+    txn.restore().unwrap();
+    assert_eq!(
+        std::fs::read_dir(journals.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != ".lock")
+            .count(),
+        0
+    );
+}

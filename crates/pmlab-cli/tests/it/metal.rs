@@ -656,6 +656,16 @@ fn check_knob_list(t: &EmulRoot, want: &Expected, j: &Value, text: &str) -> Fail
                 v,
                 if raw == "0" { "1" } else { "0" },
             ),
+            k if k.starts_with("msr.") => {
+                // The field's bits of the register at its offset of /dev/cpu/N/msr.
+                let (addr, lo, width) = msr_field(k);
+                let bytes = std::fs::read(path).unwrap_or_default();
+                let bits = bytes.get(addr..addr + 8).map(|b| {
+                    let r = u64::from_le_bytes(b.try_into().unwrap());
+                    ((r >> lo) & ((1 << width) - 1)).to_string()
+                });
+                f.eq(format!("{name} ({path})"), Some(v.to_string()), bits);
+            }
             _ => f.eq(format!("{name} ({path})"), v, raw),
         }
     }
@@ -729,6 +739,23 @@ fn check_knob_list(t: &EmulRoot, want: &Expected, j: &Value, text: &str) -> Fail
             policies("boost")
         };
     f.eq("cpufreq.turbo", kind("cpufreq.turbo"), turbo);
+    // MSR knobs: per CPU on Intel where /dev/cpu/N/msr exists, absent elsewhere.
+    let intel = file(t, "/proc/cpuinfo").is_some_and(|c| c.contains("GenuineIntel"));
+    let msr_cpus = std::fs::read_dir(t.root.path("/dev/cpu"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().join("msr").is_file())
+                .count()
+        })
+        .unwrap_or(0);
+    for k in [
+        "msr.pkg_cstate_limit",
+        "msr.c1_demotion",
+        "msr.c1e_autopromote",
+    ] {
+        let want = (intel && msr_cpus > 0).then_some(("cpu", msr_cpus));
+        f.eq(k, kind(k), want);
+    }
     let header = text.lines().find(|l| l.contains("knob")).unwrap_or("");
     f.ok(
         format!("knob list: no scope column in `{header}`"),
@@ -1002,6 +1029,10 @@ fn metal_knob_get_root_reads_scoped_knobs_and_refuses_what_the_tree_lacks() {
         ("uncore.max_freq", "uncore.max_freq"),
         ("epb", "epb"),
         ("pmqos.resume_latency_us@package7", "package7"),
+        (
+            "msr.c1_demotion",
+            "is an Intel MSR (0xe2); this CPU is AuthenticAMD",
+        ),
     ] {
         let out = pmlab()
             .args(["knob", "get", arg, "--root", root.to_str().unwrap()])
@@ -1012,6 +1043,36 @@ fn metal_knob_get_root_reads_scoped_knobs_and_refuses_what_the_tree_lacks() {
         assert!(err.contains(says), "{arg}: {err}");
     }
     assert!(before == snapshot(&root), "a refused get changed the tree");
+    // An Intel tree without /dev/cpu: get and set name the missing device, write nothing.
+    let t = machine("spr1");
+    std::fs::remove_dir_all(t.root.path("/dev/cpu")).unwrap();
+    let root = dir(&t);
+    let before = snapshot(&root);
+    let state = tempfile::tempdir().unwrap();
+    for cmd in ["get", "set"] {
+        let mut args = vec!["knob", cmd, "--root", root.to_str().unwrap()];
+        args.push(if cmd == "get" {
+            "msr.pkg_cstate_limit@package0"
+        } else {
+            "msr.c1e_autopromote@all=on"
+        });
+        let out = pmlab()
+            .env("PMLAB_STATE_DIR", state.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd}: {err}");
+        assert!(
+            err.contains("needs /dev/cpu/0/msr: load the msr module"),
+            "{cmd}: {err}"
+        );
+    }
+    assert!(
+        before == snapshot(&root),
+        "a refused MSR knob changed the tree"
+    );
+    assert_eq!(crate::knob::journals(state.path()), 0);
 }
 
 it_test!(metal_study_plan_root_follows_each_machine_and_writes_nothing);
@@ -1111,10 +1172,21 @@ fn changed_files(
         .collect()
 }
 
+/// (register offset, lowest bit, width) of an MSR knob's field.
+fn msr_field(kind: &str) -> (usize, u32, u32) {
+    match kind {
+        "msr.pkg_cstate_limit" => (0xe2, 0, 4),
+        "msr.c1_demotion" => (0xe2, 26, 1),
+        "msr.c1e_autopromote" => (0x1fc, 1, 1),
+        _ => panic!("unknown MSR knob {kind}"),
+    }
+}
+
 it_test!(metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found);
 /// `pmlab knob set --root TREE` of pepc's knob kinds on a writable copy of an Intel server
 /// (spr1: EPB per package, uncore min and max per die, intel_pstate's no_turbo, perf % and
-/// dynamic boost and mode, EPP, max frequency `base` per package, ASPM) and an AMD server
+/// dynamic boost and mode, EPP, max frequency `base` per package, ASPM, the three MSR
+/// knobs, each on its own CPU's /dev/cpu/N/msr) and an AMD server
 /// (genoa0: boost, min frequency per package, a governor per core, ASPM, a C-state per NUMA
 /// node, PM QoS per package): after success
 /// and `pmlab knob restore`; stopped after its first, middle and last write by SIGINT or
@@ -1137,6 +1209,10 @@ fn metal_knob_set_root_interrupted_or_killed_leaves_the_tree_as_found() {
                 "cpufreq.max_freq@package1=base",
                 "aspm.policy=powersave",
                 "intel_pstate.status=passive",
+                // One msr file per write (the pause counts files): cpu0, cpu1, cpu2.
+                "msr.pkg_cstate_limit@0=0",
+                "msr.c1_demotion@1=off",
+                "msr.c1e_autopromote@2=on",
             ],
         ),
         (

@@ -1,5 +1,6 @@
 //! Raw reads and writes of one knob file: plain attributes, and the debugfs sched
-//! `features` file where one file holds many boolean knobs (`NAME` / `NO_NAME`).
+//! `features` file where one file holds many boolean knobs (`NAME` / `NO_NAME`), and bit
+//! fields of MSRs in `/dev/cpu/N/msr` (journaled as the whole 8-byte register).
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -40,6 +41,52 @@ pub fn feature_state(text: &str, f: &str) -> Option<bool> {
     })
 }
 
+/// Which part of a knob's file a value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// The file's text ([`read_raw`]).
+    Text,
+    /// One sched feature of the debugfs `features` file: `NAME` / `NO_NAME`.
+    Feature(&'a str),
+    /// A bit field of an MSR, in decimal; written by read-modify-write.
+    Field(crate::msr::Field),
+    /// A whole MSR (address), as `0x` and 16 hex digits: what the journal keeps.
+    Register(u32),
+}
+
+/// The value of `part` of `path`.
+pub fn read_part(path: &Path, part: Part) -> io::Result<String> {
+    match part {
+        Part::Text => read_raw(path, None),
+        Part::Feature(f) => read_raw(path, Some(f)),
+        Part::Field(f) => Ok(crate::msr::read_field(path, f)?.to_string()),
+        Part::Register(a) => Ok(format!("{:#018x}", crate::msr::read(path, a)?)),
+    }
+}
+
+/// Write `value` (as [`read_part`] gives it) to `part` of `path`.
+pub fn write_part(path: &Path, part: Part, value: &str) -> io::Result<()> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{value}` is not a register value"),
+        )
+    };
+    match part {
+        Part::Text | Part::Feature(_) => write_raw(path, value),
+        Part::Field(f) => {
+            let v = value.parse::<u64>().map_err(|_| bad())?;
+            crate::msr::write_field(path, f, v).map(|_| ())?;
+            Ok(())
+        }
+        Part::Register(a) => {
+            let hex = value.strip_prefix("0x").ok_or_else(bad)?;
+            let v = u64::from_str_radix(hex, 16).map_err(|_| bad())?;
+            Ok(crate::msr::write(path, a, v)?)
+        }
+    }
+}
+
 /// Write `value` in one write(2), as `echo value > path` does.
 pub fn write_raw(path: &Path, value: &str) -> io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
@@ -74,6 +121,7 @@ pub fn describe(e: &io::Error) -> String {
                 format!("{name} ({msg})")
             }
         }
-        None => e.to_string(),
+        // Errors of pmlab's own (an MSR's) carry their cause: keep it.
+        None => crate::error_chain(e),
     }
 }

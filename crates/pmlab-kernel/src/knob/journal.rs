@@ -34,6 +34,21 @@ pub struct Entry {
     /// A sched feature: `path` is the features file, `orig` is `NAME` or `NO_NAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature: Option<String>,
+    /// An MSR (address): `path` is `/dev/cpu/N/msr`, `orig` the whole 8-byte register
+    /// (`0x` and 16 hex digits), written back whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msr: Option<u32>,
+}
+
+impl Entry {
+    /// The part of `path` that `orig` is.
+    pub fn part(&self) -> file::Part<'_> {
+        match (self.msr, &self.feature) {
+            (Some(a), _) => file::Part::Register(a),
+            (None, Some(f)) => file::Part::Feature(f),
+            (None, None) => file::Part::Text,
+        }
+    }
 }
 
 /// The directory of journals.
@@ -227,12 +242,12 @@ pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
     let mut done: Vec<String> = Vec::new();
     let mut failures = Vec::new();
     let mut haltpoll_root = None;
-    let mut seen: Vec<(&Path, Option<&str>)> = Vec::new();
+    let mut seen: Vec<(&Path, Option<&str>, Option<u32>)> = Vec::new();
     // The first entry of a file holds its original value; later duplicates are ignored.
     let firsts: Vec<&Entry> = entries
         .iter()
         .filter(|e| {
-            let key = (e.path.as_path(), e.feature.as_deref());
+            let key = (e.path.as_path(), e.feature.as_deref(), e.msr);
             if seen.contains(&key) {
                 false
             } else {
@@ -242,7 +257,7 @@ pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
         })
         .collect();
     for e in firsts.into_iter().rev() {
-        match file::read_raw(&e.path, e.feature.as_deref()) {
+        match file::read_part(&e.path, e.part()) {
             Ok(cur) if cur == e.orig => continue,
             Ok(_) => {}
             Err(x) if x.kind() == std::io::ErrorKind::NotFound && e.feature.is_none() => {
@@ -251,8 +266,8 @@ pub fn restore_entries(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
             }
             Err(_) => {}
         }
-        match file::write_raw(&e.path, &e.orig) {
-            Ok(()) => match file::read_raw(&e.path, e.feature.as_deref()) {
+        match file::write_part(&e.path, e.part(), &e.orig) {
+            Ok(()) => match file::read_part(&e.path, e.part()) {
                 Ok(v) if v == e.orig || loose_equal(&v, &e.orig) => {
                     done.push(e.knob.clone());
                     haltpoll_root = haltpoll_root.or_else(|| super::haltpoll::param_root(&e.path));

@@ -150,8 +150,8 @@ pub fn validate(root: &Root, assignments: &[Assignment]) -> Result<(), KnobError
 fn is_writable(t: &Target) -> bool {
     use std::os::unix::fs::PermissionsExt;
     t.def.writable
-        && std::fs::metadata(&t.path)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o222 != 0)
+        && t.is_present()
+        && std::fs::metadata(&t.path).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
 }
 
 /// Resolve and check every assignment: names, CPUs, values, writability, duplicates,
@@ -175,10 +175,11 @@ pub fn plan(root: &Root, assignments: &[Assignment]) -> Result<Vec<Plan>, KnobEr
                     format!("{}: {r}", t.knob)
                 })
             })?;
-            if let Some(p) = plans
-                .iter()
-                .find(|p| p.target.path == t.path && p.target.feature == t.feature)
-            {
+            if let Some(p) = plans.iter().find(|p| {
+                p.target.path == t.path
+                    && p.target.feature == t.feature
+                    && p.target.def.access == t.def.access
+            }) {
                 if p.value != v {
                     return Err(bad(format!(
                         "{} is also set by `{}` to another value",
@@ -234,7 +235,7 @@ fn check_online(root: &Root, plans: &[Plan]) -> Result<(), KnobError> {
 
 /// Current value of one resolved file, as shown to people (`1`/`0` for sched features).
 pub fn read_target(t: &Target) -> Result<String, KnobError> {
-    let raw = file::read_raw(&t.path, t.feature.as_deref()).map_err(|e| KnobError::Invalid {
+    let raw = file::read_part(&t.path, t.part()).map_err(|e| KnobError::Invalid {
         assignment: t.knob.clone(),
         reason: format!("reading {}: {}", t.path.display(), file::describe(&e)),
     })?;

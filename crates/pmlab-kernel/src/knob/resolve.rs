@@ -36,6 +36,73 @@ pub struct Target {
     pub dir: Option<String>,
 }
 
+impl Target {
+    /// Which part of the file is this knob's value.
+    pub fn part(&self) -> file::Part<'_> {
+        match (&self.feature, self.def.access) {
+            (Some(f), _) => file::Part::Feature(f),
+            (None, Access::Msr(f)) => file::Part::Field(f),
+            _ => file::Part::Text,
+        }
+    }
+
+    /// The MSR (address) this knob is a field of.
+    pub fn register(&self) -> Option<u32> {
+        match self.def.access {
+            Access::Msr(f) => Some(f.addr),
+            _ => None,
+        }
+    }
+
+    /// The file is there: a regular file (sysfs), or for an MSR the msr module's character
+    /// device (a regular file in a fake tree).
+    pub fn is_present(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(&self.path).is_ok_and(|m| {
+            m.is_file() || (self.register().is_some() && m.file_type().is_char_device())
+        })
+    }
+
+    /// What the journal keeps of the file: the whole register of an MSR field.
+    pub fn journal_part(&self) -> file::Part<'_> {
+        match self.register() {
+            Some(a) => file::Part::Register(a),
+            None => self.part(),
+        }
+    }
+}
+
+/// Why an MSR knob cannot be used here (not an Intel CPU, no msr device, the register
+/// unreadable), or `None` when it can.
+fn msr_refusal(root: &Root, def: &KnobDef, field: crate::msr::Field) -> Option<String> {
+    let cpuinfo = std::fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
+    let vendor = crate::sysinfo::cpu::cpuinfo_field(&cpuinfo, "vendor_id");
+    if vendor != Some("GenuineIntel") {
+        return Some(format!(
+            "`{}` is an Intel MSR ({:#x}); this CPU is {} (/proc/cpuinfo vendor_id)",
+            def.name,
+            field.addr,
+            vendor.unwrap_or("of unknown vendor")
+        ));
+    }
+    let all = cpus(root);
+    let first = all.first().copied().unwrap_or(0);
+    let Some(cpu) = all
+        .iter()
+        .copied()
+        .find(|c| crate::msr::device(root, *c).exists())
+    else {
+        return Some(format!(
+            "`{}` needs /dev/cpu/{first}/msr: load the msr module (modprobe msr); this \
+             machine has none",
+            def.name
+        ));
+    };
+    crate::msr::read(&crate::msr::device(root, cpu), field.addr)
+        .err()
+        .map(|e| format!("`{}` cannot be read: {}", def.name, crate::error_chain(&e)))
+}
+
 /// The value of each unit kind for one CPU.
 fn unit_of(t: &topology::CpuTopology, kind: UnitKind) -> Option<u32> {
     match kind {
@@ -506,6 +573,11 @@ fn resolve_def(root: &Root, id: &KnobId, def: &'static KnobDef) -> Result<Vec<Ta
     if def.access == Access::SchedFeature {
         ensure_debugfs(root);
     }
+    if let Access::Msr(field) = def.access {
+        if let Some(why) = msr_refusal(root, def, field) {
+            return Err(bad(why));
+        }
+    }
     let mut targets = Vec::new();
     let base = |cpu: Option<u32>, policy: Option<u32>, file: String| Target {
         knob: String::new(),
@@ -585,7 +657,7 @@ fn resolve_def(root: &Root, id: &KnobId, def: &'static KnobDef) -> Result<Vec<Ta
                 caps.push(("CPU".into(), cpu.to_string()));
                 let mut t = base(Some(cpu), None, fill(def.file, &caps));
                 t.knob = format!("{name}@{cpu}");
-                if !t.path.is_file() {
+                if !t.is_present() {
                     if !strict {
                         continue;
                     }
@@ -784,6 +856,21 @@ pub(crate) fn kernel_value(root: &Root, t: &Target, value: &str) -> Result<Strin
             value.to_string()
         }
     };
+    if let Access::Msr(f) = t.def.access {
+        // A locked field is refused here, before anything of the call is journaled or written.
+        let reg = crate::msr::read(&t.path, f.addr).map_err(|e| crate::error_chain(&e))?;
+        if let (true, Some(bit)) = (f.is_locked(reg), f.lock) {
+            if out.parse::<u64>().ok() != Some(f.get(reg)) {
+                return Err(format!(
+                    "MSR {:#x} of cpu{} is locked (bit {bit} is set, by the firmware): {} \
+                     cannot be changed until reset",
+                    f.addr,
+                    t.cpu.unwrap_or(0),
+                    t.def.name
+                ));
+            }
+        }
+    }
     Ok(match &t.feature {
         Some(f) if out == "1" => f.clone(),
         Some(f) => format!("NO_{f}"),

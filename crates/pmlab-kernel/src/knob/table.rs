@@ -68,6 +68,9 @@ pub enum Access {
     Online,
     /// debugfs `sched/features`: read = presence of `NAME` vs `NO_NAME`; write `NAME`/`NO_NAME`.
     SchedFeature,
+    /// A bit field of an MSR in `/dev/cpu/{CPU}/msr` (Intel only): read = the field's value,
+    /// write = read-modify-write of the field; the journal keeps the whole register.
+    Msr(crate::msr::Field),
 }
 
 /// One knob (or family of knobs) declared as data.
@@ -339,6 +342,49 @@ const PEPC_KNOBS: [KnobDef; 14] = [
     ),
 ];
 
+/// pepc's MSR features (Intel): a bit field of one register per CPU, through the msr module.
+const fn msr_knob(
+    name: &'static str,
+    field: crate::msr::Field,
+    ty: Type,
+    allowed: Allowed,
+    help: &'static str,
+) -> KnobDef {
+    KnobDef {
+        scope: Scope::Cpu,
+        access: Access::Msr(field),
+        ..global(name, "/dev/cpu/{CPU}/msr", ty, "", allowed, help)
+    }
+}
+
+const MSR_KNOBS: [KnobDef; 3] = {
+    use crate::msr::{Field, PKG_CST_CONFIG_CONTROL, POWER_CTL};
+    [
+        msr_knob(
+            "msr.pkg_cstate_limit",
+            Field::new(PKG_CST_CONFIG_CONTROL, 0, 4).locked_by(15),
+            Type::Int,
+            Allowed::Range(0, 15),
+            "deepest package C-state (MSR 0xe2 bits 0-3, a model-specific code; \
+             refused when the firmware locked it, bit 15)",
+        ),
+        msr_knob(
+            "msr.c1_demotion",
+            Field::new(PKG_CST_CONFIG_CONTROL, 26, 1),
+            Type::Bool,
+            Allowed::Any,
+            "C1 demotion: the CPU may turn a deeper C-state request into C1 (MSR 0xe2 bit 26)",
+        ),
+        msr_knob(
+            "msr.c1e_autopromote",
+            Field::new(POWER_CTL, 1, 1),
+            Type::Bool,
+            Allowed::Any,
+            "C1E autopromote: C1 requests enter C1E (MSR 0x1fc bit 1)",
+        ),
+    ]
+};
+
 /// Every knob of DESIGN.md §4. Order matters: the first pattern that matches wins, so the
 /// fixed names come before the `{MODULE}.{PARAM}` catch-all.
 pub const KNOBS: &[KnobDef] = &[
@@ -480,6 +526,9 @@ pub const KNOBS: &[KnobDef] = &[
     PEPC_KNOBS[11],
     PEPC_KNOBS[12],
     PEPC_KNOBS[13],
+    MSR_KNOBS[0],
+    MSR_KNOBS[1],
+    MSR_KNOBS[2],
     KnobDef {
         name: "rcu.expedited",
         file: "/sys/kernel/rcu_expedited",

@@ -333,6 +333,7 @@ fn dead_owners_are_restored_and_live_ones_refuse() {
         path: r.join(m.trim_start_matches('/')),
         orig: "200000".into(),
         feature: None,
+        msr: None,
     };
     // A dead owner: a PID that exited.
     let child = std::process::Command::new("true").spawn().unwrap();

@@ -24,7 +24,7 @@ pub struct Transaction {
 }
 
 fn same_file(e: &Entry, t: &super::Target) -> bool {
-    e.path == t.path && e.feature == t.feature
+    e.path == t.path && e.feature == t.feature && e.msr == t.register()
 }
 
 impl Transaction {
@@ -104,7 +104,9 @@ impl Transaction {
         let back: Vec<Entry> = self
             .entries
             .iter()
-            .filter(|e| !plans.iter().any(|p| same_file(e, &p.target)))
+            // An MSR is journaled whole for all its fields: it goes back too, and the fields
+            // named here are written again.
+            .filter(|e| e.msr.is_some() || !plans.iter().any(|p| same_file(e, &p.target)))
             .cloned()
             .collect();
         {
@@ -182,7 +184,7 @@ impl Transaction {
             }
             let t = &p.target;
             let orig =
-                file::read_raw(&t.path, t.feature.as_deref()).map_err(|e| KnobError::Write {
+                file::read_part(&t.path, t.journal_part()).map_err(|e| KnobError::Write {
                     knob: t.knob.clone(),
                     step: format!("reading the original value of {}", t.path.display()),
                     reason: file::describe(&e),
@@ -198,6 +200,7 @@ impl Transaction {
                 path: t.path.clone(),
                 orig,
                 feature: t.feature.clone(),
+                msr: t.register(),
             };
             self.journal.as_mut().unwrap().append(&e)?;
             self.entries.push(e);
@@ -214,13 +217,13 @@ impl Transaction {
             if signal::stop_requested() {
                 return Err(("writing".into(), "interrupted by a signal".into()));
             }
-            let prev = file::read_raw(&t.path, t.feature.as_deref())
+            let prev = file::read_part(&t.path, t.part())
                 .map_err(|e| (format!("reading {}", t.path.display()), file::describe(&e)))?;
             if prev == p.value {
                 return Ok(None);
             }
             let armed = hotplug_fail(&self.root, t);
-            if let Err(e) = file::write_raw(&t.path, &p.value) {
+            if let Err(e) = file::write_part(&t.path, t.part(), &p.value) {
                 let step = format!("writing `{}` to {}", p.value, t.path.display());
                 let mut reason = file::describe(&e);
                 if t.def.access == Access::Online {
@@ -228,7 +231,7 @@ impl Transaction {
                 }
                 return Err((step, reason));
             }
-            let got = file::read_raw(&t.path, t.feature.as_deref()).map_err(|e| {
+            let got = file::read_part(&t.path, t.part()).map_err(|e| {
                 (
                     format!("reading back {}", t.path.display()),
                     file::describe(&e),
@@ -237,14 +240,14 @@ impl Transaction {
             match got {
                 Ok(g) if super::resolve::same_value(t, &p.value, &g) => {}
                 Ok(g) => {
-                    let _ = file::write_raw(&t.path, &prev);
+                    let _ = file::write_part(&t.path, t.part(), &prev);
                     return Err((
                         format!("reading back {}", t.path.display()),
                         format!("wrote `{}` but it reads `{g}`", p.value),
                     ));
                 }
                 Err(e) => {
-                    let _ = file::write_raw(&t.path, &prev);
+                    let _ = file::write_part(&t.path, t.part(), &prev);
                     return Err(e);
                 }
             }
@@ -264,7 +267,7 @@ fn rollback(written: &[(&Plan, String)]) -> String {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
     for (p, prev) in written.iter().rev() {
-        match file::write_raw(&p.target.path, prev) {
+        match file::write_part(&p.target.path, p.target.part(), prev) {
             Ok(()) => ok.push(p.target.knob.clone()),
             Err(e) => bad.push(format!("{}: {}", p.target.knob, file::describe(&e))),
         }
