@@ -313,7 +313,7 @@ fn build_rows(
                 knobs: if conf.knobs.is_empty() {
                     "as found".into()
                 } else {
-                    conf.knobs.join(" ")
+                    scoped_knobs(&conf.knobs)
                 },
                 runs: measured.len(),
                 failed: measured
@@ -341,6 +341,16 @@ fn build_rows(
             }
         })
         .collect()
+}
+
+/// A configuration's knobs as the tables show them: each with its scope (`@all` where it
+/// was typed without one and applies to every CPU, policy or die).
+pub fn scoped_knobs(knobs: &[String]) -> String {
+    knobs
+        .iter()
+        .map(|k| pmlab_kernel::knob::resolve::with_scope(k))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Knob families that act on cpuidle (and do nothing without a cpuidle driver).

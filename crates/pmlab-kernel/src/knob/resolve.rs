@@ -500,6 +500,31 @@ fn auto_type(name: &str, current: &str) -> (Type, String) {
     }
 }
 
+/// The scope of the knob named `name` (without `@…`), from the table; None for a name the
+/// table does not have (or a `sysfs:` path, whose scope is its file).
+pub fn scope_of(name: &str) -> Option<Scope> {
+    KNOBS
+        .iter()
+        .filter(|d| !d.name.starts_with("sysfs:"))
+        .find(|d| match_pattern(d.name, name).is_some())
+        .map(|d| d.scope)
+}
+
+/// An assignment as typed (`NAME[@SCOPE]=VALUE`) with its scope said: a knob of CPUs,
+/// policies or dies written without `@` applies to all of them, and reads `NAME@all=VALUE`;
+/// anything else is returned as it is.
+pub fn with_scope(assignment: &str) -> String {
+    let Some((name, value)) = assignment.split_once('=') else {
+        return assignment.to_string();
+    };
+    match scope_of(name.trim()) {
+        Some(Scope::Cpu | Scope::Policy | Scope::Die) if !name.contains('@') => {
+            format!("{}@all={value}", name.trim())
+        }
+        _ => assignment.to_string(),
+    }
+}
+
 /// The kernel files of a knob (`NAME[@CPUS]`).
 pub fn resolve(root: &Root, id: &KnobId) -> Result<Vec<Target>, KnobError> {
     let full_name = &id.to_string();
@@ -897,5 +922,31 @@ pub fn same_value(t: &Target, want: &str, got: &str) -> bool {
             want.parse::<i64>().ok().is_some() && want.parse::<i64>().ok() == got.parse().ok()
         }
         _ => got.split_whitespace().any(|w| w == format!("[{want}]")),
+    }
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    #[test]
+    fn an_unscoped_knob_of_cpus_reads_at_all() {
+        assert_eq!(
+            with_scope("cpufreq.epp=performance"),
+            "cpufreq.epp@all=performance"
+        );
+        assert_eq!(
+            with_scope("cpuidle.POLL.disable=1"),
+            "cpuidle.POLL.disable@all=1"
+        );
+        assert_eq!(
+            with_scope("cpufreq.max_freq@package1=2GHz"),
+            "cpufreq.max_freq@package1=2GHz"
+        );
+        assert_eq!(
+            with_scope("haltpoll.guest_halt_poll_ns=200us"),
+            "haltpoll.guest_halt_poll_ns=200us"
+        );
+        assert_eq!(with_scope("no such knob=1"), "no such knob=1");
     }
 }

@@ -235,7 +235,7 @@ fn knobs_table(e: &StoredExperiment) -> String {
                 if c.knobs.is_empty() {
                     "(as found)".into()
                 } else {
-                    c.knobs.join(" ")
+                    crate::report::scoped_knobs(&c.knobs)
                 },
             ]
         })
