@@ -809,3 +809,32 @@ fn msr_knobs_take_the_character_device_the_msr_module_makes() {
         0
     );
 }
+
+it_test!(amd_pstate_mode_sets_and_restores_on_an_amd_pstate_tree);
+/// amd-pstate's mode (`amd_pstate.status`) on turin0 (amd-pstate-epp). pepc's snapshot lacks
+/// the driver's `amd_pstate/status` file, so the test adds it as the kernel has it
+/// (`active`, the EPP mode this tree's policies are in); then set, read back and restore.
+fn amd_pstate_mode_sets_and_restores_on_an_amd_pstate_tree() {
+    let t = machine("turin0");
+    let status = t.root.path("/sys/devices/system/cpu/amd_pstate/status");
+    std::fs::create_dir_all(status.parent().unwrap()).unwrap();
+    std::fs::write(&status, "active\n").unwrap();
+    let before = snapshot(&t);
+    let journals = tempfile::tempdir().unwrap();
+    let mut txn = Transaction::begin_in(&t.root, journals.path()).unwrap();
+    txn.apply(&s(&["amd_pstate.status=guided"]))
+        .unwrap_or_else(|e| panic!("turin0: {e}"));
+    assert_eq!(
+        file(&t, "/sys/devices/system/cpu/amd_pstate/status"),
+        "guided"
+    );
+    // A word the driver does not take changes nothing.
+    assert!(txn.apply(&s(&["amd_pstate.status=turbo"])).is_err());
+    assert_eq!(
+        file(&t, "/sys/devices/system/cpu/amd_pstate/status"),
+        "guided"
+    );
+    txn.restore().unwrap();
+    let left = changed(&before, &snapshot(&t));
+    assert!(left.is_empty(), "turin0: not restored: {left:?}");
+}
