@@ -15,7 +15,6 @@ pub const HOST_EVENTS: [&str; 3] = ["kvm:kvm_exit", "kvm:kvm_entry", "sched:sche
 /// The host's KVM module parameters a boot under KVM runs with (`halt_poll_ns=200000`, ...):
 /// halt polling in the host decides how long a halted vCPU's thread spins before it sleeps.
 pub fn kvm_parameters() -> Vec<String> {
-    let dir = Path::new("/sys/module/kvm/parameters");
     [
         "halt_poll_ns",
         "halt_poll_ns_grow",
@@ -24,8 +23,9 @@ pub fn kvm_parameters() -> Vec<String> {
     ]
     .iter()
     .filter_map(|p| {
-        let v = std::fs::read_to_string(dir.join(p)).ok()?;
-        Some(format!("{p}={}", v.trim()))
+        let knob = pmlab_kernel::knob::KnobId::new(format!("kvm.{p}"));
+        let v = pmlab_kernel::knob::read(&Root::system(), &knob).ok()?;
+        Some(format!("{p}={v}"))
     })
     .collect()
 }
