@@ -28,6 +28,9 @@ pub struct Test {
     pub module: &'static str,
     pub name: &'static str,
     pub run: fn(),
+    /// Files in, text out: no knob, tracefs, hotplug, timing or machine state, so it may run
+    /// beside another such test (`it_test!(NAME, fixture)`).
+    pub fixture: bool,
 }
 
 inventory::collect!(Test);
@@ -47,7 +50,22 @@ impl Test {
 macro_rules! it_test {
     ($name:ident) => {
         ::inventory::submit! {
-            $crate::harness::Test { module: module_path!(), name: stringify!($name), run: $name }
+            $crate::harness::Test {
+                module: module_path!(),
+                name: stringify!($name),
+                run: $name,
+                fixture: false,
+            }
+        }
+    };
+    ($name:ident, fixture) => {
+        ::inventory::submit! {
+            $crate::harness::Test {
+                module: module_path!(),
+                name: stringify!($name),
+                run: $name,
+                fixture: true,
+            }
         }
     };
 }
@@ -274,13 +292,31 @@ pub fn main(extra: Vec<Trial>) -> ExitCode {
     }));
     let mut tests: Vec<&'static Test> = inventory::iter::<Test>.into_iter().collect();
     tests.sort_by_key(|t| t.full_name());
-    let mut trials: Vec<Trial> = tests
-        .into_iter()
-        .map(|t| {
-            let name = t.full_name();
-            Trial::ignorable_test(name.clone(), move || run_one(name, t.run))
-        })
-        .collect();
+    let trial = |t: &'static Test| {
+        let name = t.full_name();
+        Trial::ignorable_test(name.clone(), move || run_one(name, t.run))
+    };
+    // One at a time (`--test-threads=1`, as the live tests need): the fixture tests first,
+    // two at a time where there are two cores, then the rest one at a time.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.test_threads == Some(1) && cores > 1 && !args.list {
+        let (fixture, live): (Vec<_>, Vec<_>) = tests.into_iter().partition(|t| t.fixture);
+        let mut first: Vec<Trial> = fixture.into_iter().map(trial).collect();
+        first.extend(extra);
+        let live: Vec<Trial> = live.into_iter().map(trial).collect();
+        let two = Arguments {
+            test_threads: Some(2),
+            ..args.clone()
+        };
+        let a = libtest_mimic::run(&two, first);
+        let b = libtest_mimic::run(&args, live);
+        return if a.has_failed() || b.has_failed() {
+            ExitCode::from(101)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let mut trials: Vec<Trial> = tests.into_iter().map(trial).collect();
     trials.extend(extra);
     trials.sort_by(|a, b| a.name().cmp(b.name()));
     libtest_mimic::run(&args, trials).exit_code()

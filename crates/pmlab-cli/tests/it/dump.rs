@@ -90,7 +90,7 @@ fn check(file: &Path) -> usize {
     n
 }
 
-it_test!(formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7);
+it_test!(formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7, fixture);
 fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     let tmp = tempfile::tempdir().unwrap();
@@ -102,7 +102,7 @@ fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
     }
 }
 
-it_test!(flags_print_what_trace_cmds_flags_print);
+it_test!(flags_print_what_trace_cmds_flags_print, fixture);
 fn flags_print_what_trace_cmds_flags_print() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     for name in [

@@ -77,7 +77,7 @@ const TRACES: [&str; 6] = [
     "trappy_trace.dat",
 ];
 
-it_test!(golden_analyze_of_every_fixture);
+it_test!(golden_analyze_of_every_fixture, fixture);
 fn golden_analyze_of_every_fixture() {
     for t in TRACES {
         let stem = t.trim_end_matches(".dat");
@@ -99,7 +99,7 @@ fn golden_analyze_of_every_fixture() {
 /// (its module's current `guest_halt_poll_ns` included), which a live test may be changing.
 const PARAMS: &str = "--haltpoll-params=2,2,50us,Y";
 
-it_test!(golden_whatif_of_the_haltpoll_fixtures);
+it_test!(golden_whatif_of_the_haltpoll_fixtures, fixture);
 fn golden_whatif_of_the_haltpoll_fixtures() {
     let f = fixtures();
     check(

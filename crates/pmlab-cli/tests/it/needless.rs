@@ -240,7 +240,7 @@ fn check_file(file: &Path) -> (usize, usize) {
     (want.len(), needless)
 }
 
-it_test!(needless_exits_of_every_fixture_match_trace_cmd);
+it_test!(needless_exits_of_every_fixture_match_trace_cmd, fixture);
 fn needless_exits_of_every_fixture_match_trace_cmd() {
     let mut files: Vec<_> = std::fs::read_dir(fixtures())
         .unwrap()
@@ -351,7 +351,7 @@ fn our_kicks(file: &Path) -> kicks::KicksReport {
     kicks::analyze(&trace, &Options::default()).expect("kicks analysis")
 }
 
-it_test!(kicks_of_a_fixture_match_trace_cmd);
+it_test!(kicks_of_a_fixture_match_trace_cmd, fixture);
 fn kicks_of_a_fixture_match_trace_cmd() {
     let f = fixtures().join("haltpoll_pipe_off.dat");
     let want = trace_cmd_kicks(&f);

@@ -96,7 +96,7 @@ pub fn convert_v7(file: &Path, compression: &str, out: &Path) -> Option<PathBuf>
     (st.status.success() && out.exists()).then(|| out.to_path_buf())
 }
 
-it_test!(dump_matches_trace_cmd_on_every_fixture_v6_and_v7);
+it_test!(dump_matches_trace_cmd_on_every_fixture_v6_and_v7, fixture);
 /// Every stored v6 fixture, and its v7 conversions (zstd; zlib and none when this
 /// trace-cmd supports them), dump exactly as trace-cmd reports them.
 fn dump_matches_trace_cmd_on_every_fixture_v6_and_v7() {

@@ -348,7 +348,7 @@ fn whatif_governor_on_the_juno_fixture_reports_agreement_per_state() {
     assert!(notes.contains("no wake source"), "{notes}");
 }
 
-it_test!(whatif_governor_onto_a_root_tree_and_its_formats);
+it_test!(whatif_governor_onto_a_root_tree_and_its_formats, fixture);
 /// The haltpoll guest's pipe trace replayed onto a 4-state Intel machine's table (a fake
 /// sysfs tree given as --root): every format renders, powers absent means no energy.
 fn whatif_governor_onto_a_root_tree_and_its_formats() {
