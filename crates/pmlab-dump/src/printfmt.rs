@@ -1,6 +1,16 @@
 //! Event print formats (`print fmt: "...", args`) parsed once per event type into a list of
 //! text pieces and conversions over an expression tree, and evaluated per event into a
 //! caller's buffer as libtraceevent's `pretty_print` writes them (`trace-cmd report`).
+//!
+//! Where libtraceevent 1.7 does something defined that C would not, pmlab does it too
+//! (docs/reader.md lists the cases): names a format does not define are 0 inside an
+//! operation consolidated at parse time ([`consolidate`]), their kernel symbol's address
+//! when evaluated ([`PrintFormat::resolve_names`]), and looked up among a few known names
+//! or -1 in flag tables ([`flag_value`]); character constants are their text's `strtoull`;
+//! `%p` prints every argument as a number; equal precedences group to the right and a
+//! parenthesized lower-precedence right operand is rotated ([`Parser::binary`]); `^` in an
+//! evaluated expression is 0; casts mask without sign extension; a field the record does
+//! not hold is 0. Division by zero, which kills trace-cmd, gives 0.
 
 use std::collections::HashMap;
 
@@ -879,8 +889,9 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, ParseError> {
             let text = unescape(&b[st..i]);
             i += 1;
             if c == b'\'' {
-                // A character constant is its value.
-                t.push(Tok::Item(text.first().copied().unwrap_or(0).to_string()));
+                // libtraceevent reads a character constant as it reads a string: an atom of
+                // its text, whose value is strtoull's ('1' is 1, 'a' is 0), not the character.
+                t.push(Tok::Str(text));
             } else if let Some(Tok::Str(prev)) = t.last_mut() {
                 prev.extend_from_slice(&text);
             } else {
@@ -929,6 +940,39 @@ fn binop(op: &str) -> Option<(Op, u8)> {
         "||" => (Op::Or, 1),
         _ => return None,
     })
+}
+
+/// Calls `f` on every atom of `e` that libtraceevent evaluates as a number (`numeric`: `e`
+/// itself is; a `?:`'s branches are what its context makes them).
+fn each_numeric_atom(e: &mut Expr, numeric: bool, f: &mut impl FnMut(&mut u64, &[u8])) {
+    match e {
+        Expr::Atom { num, text } if numeric => f(num, text),
+        Expr::Flags { val, .. } | Expr::Symbolic { val, .. } => each_numeric_atom(val, true, f),
+        Expr::Cast { item, .. } | Expr::Unary(_, item) => each_numeric_atom(item, true, f),
+        Expr::Hex { field, len, .. } => {
+            each_numeric_atom(field, true, f);
+            each_numeric_atom(len, true, f);
+        }
+        Expr::IntArray {
+            field,
+            count,
+            el_size,
+        } => {
+            each_numeric_atom(field, true, f);
+            each_numeric_atom(count, true, f);
+            each_numeric_atom(el_size, true, f);
+        }
+        Expr::Binary(_, a, b) | Expr::Index(a, b) => {
+            each_numeric_atom(a, true, f);
+            each_numeric_atom(b, true, f);
+        }
+        Expr::Cond(c, a, b) => {
+            each_numeric_atom(c, true, f);
+            each_numeric_atom(a, numeric, f);
+            each_numeric_atom(b, numeric, f);
+        }
+        _ => {}
+    }
 }
 
 /// libtraceevent's `get_op_prio` (lower binds tighter).
@@ -1118,16 +1162,44 @@ fn num(v: u64) -> Expr {
     }
 }
 
-/// C's strtoull(s, NULL, 0) of a whole word (0 when not a number).
-fn strtoull(s: &str) -> u64 {
-    let t = s.trim_end_matches(['u', 'U', 'l', 'L']);
-    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).unwrap_or(0)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u64::from_str_radix(&t[1..], 8).unwrap_or(0)
-    } else {
-        t.parse().unwrap_or(0)
+/// libtraceevent's `consolidate_op_arg`, which it runs on a print argument (and on
+/// `__print_hex`'s and `__print_array`'s arguments) whose first operand an operator follows:
+/// bottom-up, an operation on two atoms becomes the atom of its value (`strtoull` of both,
+/// unsigned 64-bit, `^` and `*` included, printed `%lld`). Its names are thus 0 (`1 << NAME`
+/// is 1), where a name left to the evaluation is looked up among the kernel's symbols
+/// ([`PrintFormat::resolve_names`]). Division by zero there kills trace-cmd (SIGFPE): pmlab
+/// gives 0. Operands of casts and helpers are not consolidated.
+fn consolidate(e: &mut Expr) {
+    match e {
+        Expr::Binary(op, l, r) => {
+            consolidate(l);
+            consolidate(r);
+            if let (Expr::Atom { num: a, .. }, Expr::Atom { num: b, .. }) = (&**l, &**r) {
+                let v = apply(*op, *a, *b);
+                *e = Expr::Atom {
+                    num: v,
+                    text: (v as i64).to_string().into_bytes().into(),
+                };
+            }
+        }
+        Expr::Unary(_, r) => consolidate(r),
+        Expr::Cond(c, a, b) => {
+            consolidate(c);
+            consolidate(a);
+            consolidate(b);
+        }
+        Expr::Index(a, i) => {
+            consolidate(a);
+            consolidate(i);
+        }
+        _ => {}
     }
+}
+
+/// Whether libtraceevent consolidates an argument parsed as `e`: an operator follows its
+/// first operand (a whole argument in parentheses, a cast or a unary operator first: no).
+fn consolidated(e: &Expr) -> bool {
+    matches!(e, Expr::Binary(..) | Expr::Cond(..) | Expr::Index(..))
 }
 
 impl Parser<'_> {
@@ -1313,7 +1385,7 @@ impl Parser<'_> {
     fn primary(&mut self) -> Result<Expr, ParseError> {
         match self.next() {
             Some(Tok::Str(s)) => Ok(Expr::Atom {
-                num: 0,
+                num: c_strtoull(&s),
                 text: s.into_boxed_slice(),
             }),
             Some(Tok::Delim(b'(')) => {
@@ -1335,7 +1407,7 @@ impl Parser<'_> {
                 self.call(&w)
             }
             Some(Tok::Item(w)) => Ok(Expr::Atom {
-                num: strtoull(&w),
+                num: c_strtoull(w.as_bytes()),
                 text: w.into_bytes().into_boxed_slice(),
             }),
             other => err(format!("unexpected {other:?}")),
@@ -1365,9 +1437,9 @@ impl Parser<'_> {
                 return Ok(Expr::Symbolic { val, list });
             }
             "__print_hex" | "__print_hex_str" => {
-                let field = Box::new(self.expr()?);
+                let field = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let len = Box::new(self.expr()?);
+                let len = self.delim_arg()?;
                 Expr::Hex {
                     field,
                     len,
@@ -1375,11 +1447,11 @@ impl Parser<'_> {
                 }
             }
             "__print_array" => {
-                let field = Box::new(self.expr()?);
+                let field = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let count = Box::new(self.expr()?);
+                let count = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let el_size = Box::new(self.expr()?);
+                let el_size = self.delim_arg()?;
                 Expr::IntArray {
                     field,
                     count,
@@ -1459,6 +1531,20 @@ impl Parser<'_> {
         Ok(e)
     }
 
+    /// A helper's argument that libtraceevent reads with `alloc_and_process_delim`, which
+    /// consolidates it as a print argument ([`consolidate`]).
+    fn delim_arg(&mut self) -> Result<Box<Expr>, ParseError> {
+        let start = self.pos;
+        let mut e = self.expr()?;
+        let whole_paren = self.toks.get(start) == Some(&Tok::Delim(b'('))
+            && self.cast_at(start).is_none()
+            && self.matching(start) == Some(self.pos - 1);
+        if consolidated(&e) && !whole_paren {
+            consolidate(&mut e);
+        }
+        Ok(Box::new(e))
+    }
+
     fn name_arg_after_rec(&mut self) -> Result<String, ParseError> {
         if self.next() != Some(Tok::Op("->")) {
             return err("expected -> after REC");
@@ -1483,9 +1569,15 @@ pub(crate) fn parse_expr(
         fmt,
         long_size,
     };
-    let e = p.expr()?;
+    let mut e = p.expr()?;
     if p.pos != p.toks.len() {
         return err(format!("trailing {:?}", p.toks.get(p.pos)));
+    }
+    let whole_paren = p.toks.first() == Some(&Tok::Delim(b'('))
+        && p.cast_at(0).is_none()
+        && p.matching(0) == Some(p.toks.len() - 1);
+    if consolidated(&e) && !whole_paren {
+        consolidate(&mut e);
     }
     Ok(e)
 }
@@ -1755,6 +1847,37 @@ impl PrintFormat {
         Ok(PrintFormat { pieces })
     }
 
+    /// Gives each name left to the evaluation the address of the kernel symbol so named
+    /// (libtraceevent's `test_for_symbol`: an atom whose `strtoull` is 0 and that does not
+    /// start with a digit is looked up among the trace's kallsyms, first in address order,
+    /// once; 0 when there is none). `"%lx", schedule` prints schedule's address in
+    /// trace-cmd; names consolidated away at parse time (`1 << NAME`) and those of flag
+    /// tables are not looked up.
+    pub(crate) fn resolve_names(&mut self, kallsyms: &Kallsyms) {
+        if kallsyms.is_empty() {
+            return;
+        }
+        for p in &mut self.pieces {
+            let (arg, numeric, star) = match p {
+                Piece::Text(_) => continue,
+                Piece::Int { arg, star, .. } => (arg, true, star.as_mut()),
+                Piece::Str { arg, star, .. } => (arg, false, star.as_mut()),
+                Piece::Pointer { arg, .. } => (arg, true, None),
+            };
+            let mut resolve = |num: &mut u64, text: &[u8]| {
+                if *num == 0 && text.first().is_some_and(|c| !c.is_ascii_digit()) {
+                    if let Some((addr, _)) = kallsyms.iter().find(|(_, n)| n.as_bytes() == text) {
+                        *num = addr;
+                    }
+                }
+            };
+            each_numeric_atom(arg, numeric, &mut resolve);
+            if let Some(star) = star {
+                each_numeric_atom(star, true, &mut resolve);
+            }
+        }
+    }
+
     /// Write the event's text (libtraceevent's `print_event_cache`).
     pub(crate) fn write(&self, env: &Env, rec: &[u8], out: &mut Vec<u8>) {
         for p in &self.pieces {
@@ -1769,16 +1892,9 @@ impl PrintFormat {
                     let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
                     spec.int(out, env.eval(rec, arg), *bits, star);
                 }
-                Piece::Pointer { kind, arg } => {
-                    if let Expr::Atom { num: 0, text } = arg {
-                        if !text.first().is_some_and(|c| c.is_ascii_digit()) {
-                            // A string argument to %p prints as itself (BSTRING); others 0.
-                            out.extend_from_slice(text);
-                            continue;
-                        }
-                    }
-                    pointer(env, out, *kind, env.eval(rec, arg));
-                }
+                // A print format's `%p` argument is a number, even a string or a name
+                // (`(nil)` when 0); only bprint's `%s`-read strings print as themselves.
+                Piece::Pointer { kind, arg } => pointer(env, out, *kind, env.eval(rec, arg)),
                 Piece::Str { spec, arg, star } => {
                     let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
                     env.print_str(out, rec, spec, star, arg);
@@ -2100,6 +2216,30 @@ mod tests {
         assert_eq!(out(0x7), "W0x6|B|0x7");
         // `1 - 2 + 4` groups to the right there: 1 - (2 + 4) = -5, never matched
         assert_eq!(out(3), "W0x2|0x3|0x3");
+    }
+
+    /// Names and constants outside flag tables, as trace-cmd prints them: a name left to
+    /// the evaluation is its kernel symbol's address (else 0); one an operation on two atoms
+    /// consolidates at parse time is 0 (`1 + schedule` is 1, unless the whole argument is in
+    /// parentheses); character constants are strtoull of their text; `%p` of a name or a
+    /// string is a number.
+    #[test]
+    fn names_and_constants_follow_libtraceevents_evaluation() {
+        let k = Kallsyms::from_pairs([(0x1000, "schedule"), (0x2000, "jiffies")]);
+        let p = HashMap::new();
+        let env = Env::new(false, 8, &k, &p);
+        let f = fmt_with(
+            &[("x", "unsigned int", 0, 4)],
+            r#""%llx %llx %llx %llx %d %d %d %d %d %p %p %d %s", schedule, (schedule + 4), (1 + schedule) + 0, -jiffies, '1', 'a', 3 ^ 5, REC->x ^ 5, "12", UNDEF, "str", REC->x == 'a', REC->x ? NAME : "lit""#,
+        );
+        let mut pf = PrintFormat::parse(&f, 8).unwrap();
+        pf.resolve_names(&k);
+        let mut o = Vec::new();
+        pf.write(&env, &97u32.to_le_bytes(), &mut o);
+        assert_eq!(
+            String::from_utf8(o).unwrap(),
+            "1000 1004 1 ffffffffffffe000 1 0 6 0 12 (nil) (nil) 0 NAME"
+        );
     }
 
     /// What `arg_num_eval` cannot evaluate fails the whole format, as in libtraceevent.

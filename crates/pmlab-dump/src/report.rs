@@ -300,7 +300,10 @@ fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
         _ => {}
     }
     match PrintFormat::parse(f, long_size) {
-        Ok(p) if !crate::render::print_fmt_fails(f) => Kind::Print(p),
+        Ok(mut p) if !crate::render::print_fmt_fails(f) => {
+            p.resolve_names(&trace.kallsyms);
+            Kind::Print(p)
+        }
         _ => Kind::Failed,
     }
 }
