@@ -11,6 +11,7 @@ Examples:
   pmlab report 12 --out /tmp/r       # one experiment: /tmp/r/report.html
   pmlab report 3 7                   # compare mode: #7 overlaid on #3
   pmlab report study:2 --format mail # a study's findings and tables as text
+  pmlab report study --format json   # its findings and stages as data
 
 IDs are experiment numbers (`pmlab results list`), `study` (the latest study) or
 `study:N`. HTML goes to DIR/report.html with raw CSV/JSON in DIR/data/.";
@@ -23,7 +24,8 @@ pub struct Args {
     /// Directory of the HTML report (default: ./pmlab-report, or the study's directory).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Output format: html (a directory), mail or markdown (text on stdout).
+    /// Output format: html (a directory), mail or markdown (text on stdout), or json (the
+    /// findings and stages, on stdout).
     #[arg(long, value_enum, default_value = "html")]
     pub format: Format,
     /// The result store.
@@ -33,7 +35,7 @@ pub struct Args {
 
 /// The formats of `pmlab report`: the whole report (tables, findings, stages) as a page or
 /// as text; an experiment's tables alone come from `pmlab results show`.
-const REPORT_FORMATS: &[Format] = &[Format::Html, Format::Mail, Format::Markdown];
+const REPORT_FORMATS: &[Format] = &[Format::Html, Format::Mail, Format::Markdown, Format::Json];
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let format = args.format.check("pmlab report", REPORT_FORMATS)?;
@@ -57,6 +59,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             println!("{}", w.html.display());
         }
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&html::text::summary(&input)?)?
+        ),
         _ => print!("{}", html::text::text(&input, format == Format::Markdown)?),
     }
     Ok(())

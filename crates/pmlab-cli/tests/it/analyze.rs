@@ -68,13 +68,7 @@ for cpu in sorted(idle):
 "#;
 
 fn trace_cmd_report(file: &Path) -> String {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-t", "-i"])
-        .arg(file)
-        .output()
-        .expect("trace-cmd");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(crate::util::trace_cmd_report(&["-t"], file).stdout.clone()).unwrap()
 }
 
 it_test!(analyze_lisa_idle_matches_independent_script);

@@ -163,7 +163,7 @@ fn format_values_a_command_cannot_produce_are_refused_naming_the_others() {
         .assert()
         .failure()
         .stderr(predicates::str::contains(
-            "--format csv is not supported by pmlab report; choose html, mail or markdown",
+            "--format csv is not supported by pmlab report; choose html, mail, markdown or json",
         ));
     assert!(
         !d.join("pmlab-report").exists(),

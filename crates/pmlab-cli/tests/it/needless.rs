@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 use pmlab_analysis::kicks::{self, BalanceKind};
 use pmlab_analysis::wakeups::{self, Afterwards, CauseKind};
@@ -73,13 +72,7 @@ fn parse(text: &str) -> Vec<Line> {
 }
 
 fn trace_cmd_text(file: &Path) -> String {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(file)
-        .output()
-        .expect("running trace-cmd report");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&crate::util::trace_cmd_report(&["-R", "-t"], file).stdout).into_owned()
 }
 
 /// What followed one exit, by the independent computation.

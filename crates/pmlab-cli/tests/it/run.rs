@@ -845,10 +845,18 @@ fn haltpoll_windows_restart_when_pmlab_sets_the_limit() {
         args.extend_from_slice(extra);
         side(&run_json(&args), "idle.POLL.time_ms")
     };
-    let grown = poll_ms(&[]);
+    let (grown, others) = crate::util::others_share(|| poll_ms(&[]));
     std::fs::write(HALTPOLL_NS, "0").unwrap();
     let stale = poll_ms(&[]);
     let restarted = poll_ms(&["--set", "haltpoll.guest_halt_poll_ns=0"]);
+    // Windows grow only on CPUs that halt: with other work on both CPUs they seldom do, and
+    // there is nothing stale to restart.
+    if grown <= 10.0 && others > 0.05 {
+        skip!(
+            "machine busy: other processes used {:.0}% of CPU time while the windows should have grown (POLL ms {grown:.1} at 200us)",
+            others * 100.0
+        );
+    }
     assert!(
         grown > 10.0 && stale > grown / 4.0,
         "premise: written directly, 0 leaves the grown windows polling (POLL ms: at 200us {grown:.1}, after writing 0 {stale:.1})"

@@ -111,10 +111,78 @@ type State = Vec<(String, String)>;
 fn real() -> &'static (Ran, State, State) {
     static REAL: OnceLock<(Ran, State, State)> = OnceLock::new();
     REAL.get_or_init(|| {
+        let q = readme_quick_study();
+        assert!(
+            q.out.status.success(),
+            "`pmlab study --quick` failed ({}):\n{}{}",
+            q.out.status,
+            String::from_utf8_lossy(&q.out.stdout),
+            String::from_utf8_lossy(&q.out.stderr)
+        );
+        let db = q.dir.join("pmlab.db");
+        let stdout = String::from_utf8_lossy(&q.out.stdout);
+        let report = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("report: "))
+            .map(|p| q.dir.join(p.trim()))
+            .unwrap_or_else(|| panic!("no report line: {stdout}"));
+        // Its findings and stages as data, from the store it wrote.
+        let out = pmlab()
+            .current_dir(&q.dir)
+            .args(["report", "study", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: Value = serde_json::from_slice(&out.stdout).expect("report --format json");
+        let ran = Ran {
+            dir: q.dir.clone(),
+            db,
+            report,
+            json,
+            seconds: q.seconds,
+        };
+        (ran, q.before.clone(), q.after.clone())
+    })
+}
+
+/// README's `pmlab study --quick`, exactly as written (its default store and report directory
+/// in a directory of its own), run once and shared: README's example test checks its text
+/// against README's, the tests here its stages, findings (`pmlab report study --format json`),
+/// report and the machine's state before and after. It is the suite's longest run.
+pub(crate) struct QuickStudy {
+    pub dir: PathBuf,
+    pub out: std::process::Output,
+    pub seconds: f64,
+    before: State,
+    after: State,
+}
+
+/// The shared run of README's quick study (see [`QuickStudy`]).
+pub(crate) fn readme_quick_study() -> &'static QuickStudy {
+    static QUICK: OnceLock<QuickStudy> = OnceLock::new();
+    QUICK.get_or_init(|| {
         let _m = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempdir();
         let before = machine_state();
-        let ran = run_study(&tempdir(), &[]);
-        (ran, before, machine_state())
+        let t = Instant::now();
+        let out = pmlab()
+            .current_dir(&dir)
+            .args(["study", "--quick"])
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        let seconds = t.elapsed().as_secs_f64();
+        QuickStudy {
+            dir,
+            out,
+            seconds,
+            before,
+            after: machine_state(),
+        }
     })
 }
 

@@ -47,19 +47,9 @@ pub fn has_trace_cmd() -> bool {
 
 /// `trace-cmd report -R -t -i FILE`: (stdout, stderr).
 pub fn trace_cmd_report(file: &Path) -> (Vec<u8>, String) {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(file)
-        .output()
-        .expect("running trace-cmd report");
-    assert!(
-        out.status.success(),
-        "trace-cmd report {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = crate::util::trace_cmd_report(&["-R", "-t"], file);
     (
-        out.stdout,
+        out.stdout.clone(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }

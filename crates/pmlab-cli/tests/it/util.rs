@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The `pmlab` binary under test.
 pub fn pmlab() -> assert_cmd::Command {
@@ -296,4 +296,43 @@ pub fn others_share<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let o1 = own_ticks();
     let others = (b1 - b0).saturating_sub(o1 - o0);
     (out, others as f64 / (t1 - t0).max(1) as f64)
+}
+
+/// `trace-cmd report ARGS -i FILE`'s output, run once per arguments and file version and
+/// shared: the oracle tests ask trace-cmd about the same fixtures many times, and it is the
+/// slow side of every comparison (a file rewritten in place is a new version: its size and
+/// modification time are part of the key).
+pub fn trace_cmd_report(args: &[&str], file: &Path) -> std::sync::Arc<std::process::Output> {
+    type Key = (Vec<String>, PathBuf, u64, std::time::SystemTime);
+    static SEEN: std::sync::Mutex<Vec<(Key, std::sync::Arc<std::process::Output>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let meta = std::fs::metadata(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let key: Key = (
+        args.iter().map(|a| a.to_string()).collect(),
+        std::fs::canonicalize(file).unwrap(),
+        meta.len(),
+        meta.modified().unwrap(),
+    );
+    if let Some((_, out)) = SEEN.lock().unwrap().iter().find(|(k, _)| *k == key) {
+        return out.clone();
+    }
+    let out = std::process::Command::new("trace-cmd")
+        .arg("report")
+        .args(args)
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("running trace-cmd report");
+    assert!(
+        out.status.success(),
+        "trace-cmd report {args:?} {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::sync::Arc::new(out);
+    let mut seen = SEEN.lock().unwrap();
+    // A test's temporary files are gone when it ends: their reports are not kept.
+    seen.retain(|((_, p, _, _), _)| p.exists());
+    seen.push((key, out.clone()));
+    out
 }

@@ -181,7 +181,8 @@ fn whatif_on_a_recording_made_here() {
     if crate::util::cpuidle_driver() != "haltpoll" {
         skip!("the polling recording needs the haltpoll cpuidle driver");
     }
-    let on = record_pipe_here(dir.path(), "on.dat", "200us");
+    let (on, others) =
+        crate::util::others_share(|| record_pipe_here(dir.path(), "on.dat", "200us"));
     let cal = whatif_json(&off, &["--calibrate", on.to_str().unwrap()]);
     let measured = whatif_json(&on, &[])["pingpong"]["traced_us_per_op"]
         .as_f64()
@@ -193,8 +194,17 @@ fn whatif_on_a_recording_made_here() {
         c["causal"].as_f64().unwrap(),
         c["first_order"].as_f64().unwrap()
     );
-    // Polling must be predicted to help, and did help.
-    assert!(measured < traced, "{measured} {traced}");
+    // Polling must be predicted to help, and did help: on a quiet machine, where the CPUs
+    // idle between round trips (with other work on them they seldom halt, and polling has
+    // nothing to catch).
+    if measured >= traced && others > 0.05 {
+        skip_part!(
+            "machine busy: other processes used {:.0}% of CPU time during the polling recording ({measured:.1} µs/op against {traced:.1} off)",
+            others * 100.0
+        );
+    } else {
+        assert!(measured < traced, "{measured} {traced}");
+    }
     assert!(c["first_order"].as_f64().unwrap() < traced);
 }
 

@@ -1,10 +1,38 @@
 //! The text forms of the report `pmlab report` writes as HTML: the same findings, the stages
-//! that did not run, and each experiment's tables, as mail (72 columns) or markdown.
+//! that did not run, and each experiment's tables, as mail (72 columns) or markdown; and its
+//! findings and stages as data (JSON).
 
-use super::findings::findings;
-use super::{reports, HtmlError, Input};
+use super::findings::{findings, Finding};
+use super::{reports, HtmlError, Input, StageNote};
 use crate::render::Format;
+use serde::Serialize;
 use std::fmt::Write;
+
+/// The report's findings and stages as data: `pmlab report --format json`, the same object
+/// `pmlab study --json` prints for the study it ran.
+#[derive(Debug, Serialize)]
+pub struct Summary<'a> {
+    /// The report's title.
+    pub title: &'a str,
+    /// The experiments it shows, by id.
+    pub experiments: Vec<i64>,
+    /// Study stages (empty for plain experiments).
+    pub stages: &'a [StageNote],
+    /// The findings, best first.
+    pub findings: Vec<Finding>,
+}
+
+/// The findings and stages of `input`.
+pub fn summary(input: &Input) -> Result<Summary<'_>, HtmlError> {
+    let reports = reports(&input.experiments)?;
+    let items: Vec<_> = input.experiments.iter().zip(reports.iter()).collect();
+    Ok(Summary {
+        title: &input.title,
+        experiments: input.experiments.iter().map(|e| e.info.id).collect(),
+        stages: &input.stages,
+        findings: findings(&items, &input.stages),
+    })
+}
 
 /// The report of `input` as mail text, or as markdown when `markdown` is true.
 pub fn text(input: &Input, markdown: bool) -> Result<String, HtmlError> {
