@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -59,15 +59,7 @@ fn compare(file: &Path, ours_args: &[&str], theirs_args: &[&str]) -> (usize, usi
         pmlab().arg("dump").args(ours_args).arg(file).output(),
         &what,
     );
-    let (theirs, _) = run(
-        Command::new("trace-cmd")
-            .arg("report")
-            .args(theirs_args)
-            .arg("-i")
-            .arg(file)
-            .output(),
-        "trace-cmd report",
-    );
+    let theirs = &crate::util::trace_cmd_report(theirs_args, file).stdout;
     let warned: BTreeSet<&str> = err
         .lines()
         .filter_map(|l| l.strip_prefix("pmlab dump: warning: "))
@@ -78,7 +70,7 @@ fn compare(file: &Path, ours_args: &[&str], theirs_args: &[&str]) -> (usize, usi
         err.lines().all(|l| l.starts_with("pmlab dump: warning: ")),
         "{what}: {err}"
     );
-    let (a, b) = (normalized(&ours), normalized(&theirs));
+    let (a, b) = (normalized(&ours), normalized(theirs));
     assert_eq!(a.len(), b.len(), "{what}: line count (pmlab, trace-cmd)");
     let mut differ = 0;
     for (n, (x, y)) in a.iter().zip(&b).enumerate() {
