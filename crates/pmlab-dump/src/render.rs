@@ -716,7 +716,7 @@ impl<'t> Renderer<'t> {
             push_u64_zero_padded(out, ts % 1_000_000_000_000, 12);
         }
         out.extend_from_slice(&er.head);
-        self.fields(er, rec, self.page_tail(i), carry, out);
+        self.fields(er, rec, i, carry, out);
         if out.len() > line_start && out[out.len() - 1] == b'\n' {
             out.pop();
         }
@@ -730,7 +730,7 @@ impl<'t> Renderer<'t> {
         let ev = &self.trace.events;
         match self.events.get(ev.id[i] as usize).and_then(|e| e.as_ref()) {
             Some(er) => {
-                self.fields(er, ev.record(i), self.page_tail(i), carry, out);
+                self.fields(er, ev.record(i), i, carry, out);
                 true
             }
             None => false,
@@ -794,7 +794,8 @@ impl<'t> Renderer<'t> {
             .collect()
     }
 
-    fn fields(&self, er: &EventR, rec: &[u8], tail: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
+    /// Event `i`'s fields (`rec` its record).
+    fn fields(&self, er: &EventR, rec: &[u8], i: usize, carry: &mut Carry, out: &mut Vec<u8>) {
         if let Some(plan) = &er.plan {
             if er
                 .carry_fields
@@ -810,7 +811,7 @@ impl<'t> Renderer<'t> {
                             }
                             self.print_item(er, &er.items[p], rec, out);
                         }
-                        None => self.print_raw(f, rec, tail, carry, out),
+                        None => self.print_raw(f, rec, i, carry, out),
                     }
                 }
                 return;
@@ -832,7 +833,7 @@ impl<'t> Renderer<'t> {
                 }
             }
             if !done {
-                self.print_raw(f, rec, tail, carry, out);
+                self.print_raw(f, rec, i, carry, out);
             }
         }
     }
@@ -967,11 +968,12 @@ impl<'t> Renderer<'t> {
         }
     }
 
-    /// A field's raw value; `tail` is what follows the record in its page ([`Self::page_tail`]),
-    /// read where a fixed-size field runs past the record, as libtraceevent reads it.
-    fn print_raw(&self, f: &FieldR, rec: &[u8], tail: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
+    /// A field's raw value from event `i`'s record `rec`; a fixed-size field that runs past
+    /// the record is read on into its page ([`Self::page_tail`]), as libtraceevent reads it.
+    fn print_raw(&self, f: &FieldR, rec: &[u8], i: usize, carry: &mut Carry, out: &mut Vec<u8>) {
         let joined: Vec<u8>;
-        let rec = if !f.dynamic && f.offset + f.size > rec.len() && !tail.is_empty() {
+        let rec = if !f.dynamic && f.offset + f.size > rec.len() {
+            let tail = self.page_tail(i);
             let more = (f.offset + f.size - rec.len()).min(tail.len());
             joined = [rec, &tail[..more]].concat();
             &joined[..]
