@@ -7,8 +7,10 @@
 //! operation consolidated at parse time ([`consolidate`]), their kernel symbol's address
 //! when evaluated ([`PrintFormat::resolve_names`]), and looked up among a few known names
 //! or -1 in flag tables ([`flag_value`]); character constants are their text's `strtoull`;
-//! `%p` prints every argument as a number; equal precedences group to the right and a
-//! parenthesized lower-precedence right operand is rotated ([`Parser::binary`]); `^` in an
+//! `%p` prints every argument as a number; equal precedences group to the right, a
+//! parenthesized lower-precedence right operand (`?:` too) is rotated and so is a unary
+//! `-`/`+` after `*`, `/`, `%` ([`Parser::binary_from`]); a `?:`'s false branch is one
+//! operand, what follows applying to the whole conditional ([`Parser::expr`]); `^` in an
 //! evaluated expression is 0; casts mask without sign extension; a field the record does
 //! not hold is 0. Division by zero, which kills trace-cmd, gives 0.
 
@@ -1221,23 +1223,36 @@ impl Parser<'_> {
         self.fmt.field(name).map(FieldInfo::of)
     }
 
+    /// libtraceevent's `process_cond`: the true branch runs to the `:`, the false branch is
+    /// one operand (a whole expression only when it starts with a unary operator), and an
+    /// operator after it takes the whole conditional as its left operand. So
+    /// `c1 ? "a" : REC->x == 2 ? "b" : "c"` is `((c1 ? "a" : REC->x) == 2) ? "b" : "c"`
+    /// there, and trace-cmd prints "c" where C would print "a"; pmlab prints what it prints.
     fn expr(&mut self) -> Result<Expr, ParseError> {
-        let c = self.binary(0)?;
-        if self.peek() == Some(&Tok::Op("?")) {
+        let mut c = self.binary(0)?;
+        while self.peek() == Some(&Tok::Op("?")) {
             self.pos += 1;
             let a = self.expr()?;
             match self.next() {
                 Some(Tok::Op(":")) => {}
                 other => return err(format!("expected ':', found {other:?}")),
             }
-            let b = self.expr()?;
-            return Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
+            let b = match self.peek() {
+                Some(Tok::Op("!" | "~" | "-" | "+")) => self.expr()?,
+                _ => self.unary()?,
+            };
+            c = self.binary_from(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)), 0)?;
         }
         Ok(c)
     }
 
     fn binary(&mut self, min: u8) -> Result<Expr, ParseError> {
-        let mut l = self.unary()?;
+        let l = self.unary()?;
+        self.binary_from(l, min)
+    }
+
+    /// Operators of precedence above `min` after the operand `l`.
+    fn binary_from(&mut self, mut l: Expr, min: u8) -> Result<Expr, ParseError> {
         loop {
             let Some(Tok::Op(op)) = self.peek() else {
                 return Ok(l);
@@ -1250,9 +1265,40 @@ impl Parser<'_> {
             }
             self.pos += 1;
             let start = self.pos;
+            // A right operand that starts with a unary `-`/`+` takes every operator after it
+            // in libtraceevent (a unary node ranks below them all), and binds looser than
+            // `*`, `/`, `%` (prio 7 against 6), so those rotate it: `a * -b` is
+            // `(a * 0) - b` there, and trace-cmd prints -b.
+            let unary_first = matches!(self.peek(), Some(Tok::Op("-" | "+"))) && lib_prio(op) < 7;
+            // A parenthesized `?:` as the right operand rotates at once (`?` ranks below
+            // every operator), and what follows applies to the whole conditional:
+            // `1 + (c ? a : b) * 4` is `((1 + c) ? a : b) * 4` there.
+            let paren_cond = if self.toks.get(start) == Some(&Tok::Delim(b'('))
+                && self.cast_at(start).is_none()
+            {
+                match self.unary()? {
+                    Expr::Cond(c, a, b) if self.matching(start) == Some(self.pos - 1) => Some(
+                        Expr::Cond(Box::new(Expr::Binary(op, Box::new(l.clone()), c)), a, b),
+                    ),
+                    _ => {
+                        self.pos = start;
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if let Some(cond) = paren_cond {
+                l = cond;
+                continue;
+            }
             // Operators of equal precedence group to the right in libtraceevent
             // (`a - b - c` is `a - (b - c)` there); pmlab prints what trace-cmd prints.
-            let r = self.binary(prec - 1)?;
+            let r = if unary_first {
+                self.binary(0)?
+            } else {
+                self.binary(prec - 1)?
+            };
             // libtraceevent's process_op rotates a right operand that is an operator of
             // lower precedence as if its parentheses were not there: `a & (b | c)` is
             // evaluated as `(a & b) | c`. trace-cmd prints that, so pmlab does too.
@@ -1260,8 +1306,18 @@ impl Parser<'_> {
                 && self.cast_at(start).is_none()
                 && self.matching(start) == Some(self.pos - 1);
             l = match r {
-                Expr::Binary(rop, rl, rr) if paren && lib_prio(op) < lib_prio(rop) => {
+                Expr::Binary(rop, rl, rr)
+                    if (paren || unary_first) && lib_prio(op) < lib_prio(rop) =>
+                {
                     Expr::Binary(rop, Box::new(Expr::Binary(op, Box::new(l), rl)), rr)
+                }
+                Expr::Unary(u @ (b'-' | b'+'), x) if unary_first => {
+                    let sum = if u == b'-' { Op::Sub } else { Op::Add };
+                    Expr::Binary(
+                        sum,
+                        Box::new(Expr::Binary(op, Box::new(l), Box::new(num(0)))),
+                        x,
+                    )
                 }
                 r => Expr::Binary(op, Box::new(l), Box::new(r)),
             };
@@ -2240,6 +2296,21 @@ mod tests {
             String::from_utf8(o).unwrap(),
             "1000 1004 1 ffffffffffffe000 1 0 6 0 12 (nil) (nil) 0 NAME"
         );
+    }
+
+    /// libtraceevent's grouping where it is not C's: a `?:`'s false branch is one operand
+    /// and what follows applies to the whole conditional; a parenthesized `?:` on the right
+    /// rotates; `* -x` is `(_ * 0) - x`. Values as trace-cmd 3.1.6 printed them.
+    #[test]
+    fn conditionals_and_unary_operands_group_as_in_libtraceevent() {
+        let f = fmt_with(
+            &[("x", "int", 0, 4)],
+            r#""%d %d %d %d %d %d", REC->x == 1 ? 10 : REC->x == 2 ? 20 : 30, REC->x ? 1 : 0 ? 7 : 8, 1 + (REC->x ? 2 : 3) * 4, REC->x * -1, REC->x * -REC->x + 3, REC->x ? 5 : -REC->x + 100"#,
+        );
+        let out = |v: u32| render(&f, &v.to_le_bytes());
+        assert_eq!(out(1), "30 7 8 -1 2 5");
+        assert_eq!(out(2), "20 7 8 -1 -1 5");
+        assert_eq!(out(0), "30 8 8 -1 3 100");
     }
 
     /// What `arg_num_eval` cannot evaluate fails the whole format, as in libtraceevent.

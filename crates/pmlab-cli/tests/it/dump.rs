@@ -600,8 +600,9 @@ fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
 // Names and constants outside flag tables, as libtraceevent evaluates them: a name is its
 // kernel symbol's address when evaluated (`schedule`), 0 inside an operation on two atoms
 // (consolidated when parsed), character constants are strtoull of their text, `%p` of a
-// name or string is a number, `^` of two constants is folded and of a field is 0. Print
-// formats of lisa_sched_load.dat's events are replaced (same length, blank-padded).
+// name or string is a number, `^` of two constants is folded and of a field is 0; and its
+// grouping of chained `?:` and of `* -x`. Print formats of lisa_sched_load.dat's events are
+// replaced (same length, blank-padded).
 
 it_test!(names_and_constants_print_what_trace_cmd_prints);
 fn names_and_constants_print_what_trace_cmd_prints() {
@@ -610,7 +611,7 @@ fn names_and_constants_print_what_trace_cmd_prints() {
     }
     let src = crate::util::fixtures().join("lisa_sched_load.dat");
     let mut bytes = std::fs::read(&src).unwrap();
-    let formats: [(&str, &str); 4] = [
+    let formats: [(&str, &str); 5] = [
         (
             "sched_load_se",
             r#""%llx %llx %llx %llx %d %d %d", schedule, (schedule + 4), (1 + schedule) + 0, -schedule, '1', 'a', 3 ^ 5"#,
@@ -622,6 +623,10 @@ fn names_and_constants_print_what_trace_cmd_prints() {
         (
             "cpu_idle",
             r#""%s %d", REC->state ? NAME : "lit", sizeof(REC->state) + UNDEF"#,
+        ),
+        (
+            "cpu_frequency",
+            r#""%d|%d", REC->cpu_id == 1 ? 5 : REC->cpu_id == 2 ? 6 : 7, REC->cpu_id * -1"#,
         ),
         (
             "sched_migrate_task",
@@ -654,6 +659,15 @@ fn names_and_constants_print_what_trace_cmd_prints() {
     );
     assert!(line("sched_load_cfs_rq").ends_with(" (nil) schedule+0x0 (nil) 12 0"));
     assert_eq!(line("cpu_idle").split(' ').nth(1), Some("4"));
+    // ((cpu_id == 1 ? 5 : cpu_id) == 2) ? 6 : 7 and (cpu_id * 0) - 1: CPU 1 gets 7 (C
+    // would say 5), CPU 2 gets 6; -1 for all
+    let freq: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" cpu_frequency: "))
+        .collect();
+    assert!(freq.iter().any(|l| l.ends_with(" 7|-1")), "{freq:?}");
+    assert!(freq.iter().any(|l| l.ends_with(" 6|-1")), "{freq:?}");
+    assert!(!freq.iter().any(|l| l.ends_with(" 5|-1")), "{freq:?}");
 }
 
 // Events trace-cmd's plugins print with their own code (kmem's kmalloc) or whose print
