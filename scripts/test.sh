@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 [ -n "${PMLAB_SETUP_DONE:-}" ] || bash scripts/setup.sh
 # The Python package (crates/pmlab-py), built into the shared target dir and installed for its
 # tests; the main job never needs it, so set-up leaves it to here.
+# Each phase's wall time, printed at the end with the slowest tests.
+phases=()
+t=$SECONDS
 rm -f target/wheels/pmlab-*.whl
 python3 -m maturin build --release -q -m crates/pmlab-py/Cargo.toml -o target/wheels
 python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/pmlab-*.whl ||
@@ -16,6 +19,8 @@ python3 -m pip install -q --root-user-action=ignore --force-reinstall --no-deps 
 # The test build reuses the binary's: a crate of the binary's build that the test build
 # compiles again (a feature only tests or only some members turn on: docs/development.md)
 # is named here, with how many.
+phases+=("python package: $((SECONDS - t)) s")
+t=$SECONDS
 built=$(mktemp -d)
 cargo build --release --bins --message-format=json-render-diagnostics >"$built/bins"
 cargo test --release --workspace --no-run --message-format=json-render-diagnostics >"$built/tests"
@@ -32,6 +37,8 @@ print(f"test build: {len(again)} of the binary's {len(bins)} crates compiled aga
       (": " + " ".join(again)) if again else "", file=sys.stderr)
 EOF_PY
 rm -rf "$built"
+phases+=("test build: $((SECONDS - t)) s")
+t=$SECONDS
 
 logs=$(mktemp -d)
 export PMLAB_TEST_SKIP_LOG="$logs/skips"
@@ -47,6 +54,7 @@ summary() {
   set +e +o pipefail
   rust=$(sed -nE 's/^test result: .* ([0-9]+) ignored;.*/\1/p' "$logs/cargo" 2>/dev/null | awk '{s += $1} END {print s + 0}')
   py=$(grep -oE '[0-9]+ skipped' "$logs/pytest" 2>/dev/null | tail -1 | cut -d' ' -f1)
+  printf 'phase %s\n' "${phases[@]}"
   echo "slowest tests (s):"
   sort -rn "$PMLAB_TEST_TIME_LOG" 2>/dev/null | head -12 | sed 's/^/  /'
   echo "skipped: $((rust + ${py:-0}))"
@@ -59,5 +67,8 @@ summary() {
 }
 trap summary EXIT
 cargo test --release --workspace -- --test-threads=1 | tee "$logs/cargo"
+phases+=("cargo test: $((SECONDS - t)) s")
+t=$SECONDS
 # The Python package's tests (the wheel installed above), against the binary built above.
 python3 -m pytest -q -rs crates/pmlab-py/tests | tee "$logs/pytest"
+phases+=("pytest: $((SECONDS - t)) s")

@@ -258,11 +258,10 @@ impl Spec {
                     ((u << (64 - bits)) as i64) >> (64 - bits)
                 };
                 neg = sv < 0;
-                let t = itoa::Buffer::new().format(sv.unsigned_abs()).len();
                 let mut ib = itoa::Buffer::new();
                 let d = ib.format(sv.unsigned_abs()).as_bytes();
-                buf[24 - t..].copy_from_slice(d);
-                24 - t
+                buf[24 - d.len()..].copy_from_slice(d);
+                24 - d.len()
             }
             b'x' | b'X' => hex_digits(&mut buf, u, s.conv == b'X'),
             b'o' => {

@@ -15,7 +15,7 @@ fn pmlab_does_not_wake_the_machine_it_measures() {
     let out = std::process::Command::new("python3")
         .arg(&script)
         .env("PMLAB", assert_cmd::cargo::cargo_bin("pmlab"))
-        .env("DURATION", "4")
+        .env("DURATION", "3")
         .env("COMPARE_DURATION", "2")
         .env("ROUNDS", "5")
         .output()
