@@ -1,6 +1,18 @@
 //! Event print formats (`print fmt: "...", args`) parsed once per event type into a list of
 //! text pieces and conversions over an expression tree, and evaluated per event into a
 //! caller's buffer as libtraceevent's `pretty_print` writes them (`trace-cmd report`).
+//!
+//! Where libtraceevent 1.7 does something defined that C would not, pmlab does it too
+//! (docs/reader.md lists the cases): names a format does not define are 0 inside an
+//! operation consolidated at parse time ([`consolidate`]), their kernel symbol's address
+//! when evaluated ([`PrintFormat::resolve_names`]), and looked up among a few known names
+//! or -1 in flag tables ([`flag_value`]); character constants are their text's `strtoull`;
+//! `%p` prints every argument as a number; equal precedences group to the right, a
+//! parenthesized lower-precedence right operand (`?:` too) is rotated and so is a unary
+//! `-`/`+` after `*`, `/`, `%` ([`Parser::binary_from`]); a `?:`'s false branch is one
+//! operand, what follows applying to the whole conditional ([`Parser::expr`]); `^` in an
+//! evaluated expression is 0; casts mask without sign extension; a field the record does
+//! not hold is 0. Division by zero, which kills trace-cmd, gives 0.
 
 use std::collections::HashMap;
 
@@ -878,8 +890,9 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, ParseError> {
             let text = unescape(&b[st..i]);
             i += 1;
             if c == b'\'' {
-                // A character constant is its value.
-                t.push(Tok::Item(text.first().copied().unwrap_or(0).to_string()));
+                // libtraceevent reads a character constant as it reads a string: an atom of
+                // its text, whose value is strtoull's ('1' is 1, 'a' is 0), not the character.
+                t.push(Tok::Str(text));
             } else if let Some(Tok::Str(prev)) = t.last_mut() {
                 prev.extend_from_slice(&text);
             } else {
@@ -928,6 +941,39 @@ fn binop(op: &str) -> Option<(Op, u8)> {
         "||" => (Op::Or, 1),
         _ => return None,
     })
+}
+
+/// Calls `f` on every atom of `e` that libtraceevent evaluates as a number (`numeric`: `e`
+/// itself is; a `?:`'s branches are what its context makes them).
+fn each_numeric_atom(e: &mut Expr, numeric: bool, f: &mut impl FnMut(&mut u64, &[u8])) {
+    match e {
+        Expr::Atom { num, text } if numeric => f(num, text),
+        Expr::Flags { val, .. } | Expr::Symbolic { val, .. } => each_numeric_atom(val, true, f),
+        Expr::Cast { item, .. } | Expr::Unary(_, item) => each_numeric_atom(item, true, f),
+        Expr::Hex { field, len, .. } => {
+            each_numeric_atom(field, true, f);
+            each_numeric_atom(len, true, f);
+        }
+        Expr::IntArray {
+            field,
+            count,
+            el_size,
+        } => {
+            each_numeric_atom(field, true, f);
+            each_numeric_atom(count, true, f);
+            each_numeric_atom(el_size, true, f);
+        }
+        Expr::Binary(_, a, b) | Expr::Index(a, b) => {
+            each_numeric_atom(a, true, f);
+            each_numeric_atom(b, true, f);
+        }
+        Expr::Cond(c, a, b) => {
+            each_numeric_atom(c, true, f);
+            each_numeric_atom(a, numeric, f);
+            each_numeric_atom(b, numeric, f);
+        }
+        _ => {}
+    }
 }
 
 /// libtraceevent's `get_op_prio` (lower binds tighter).
@@ -1117,16 +1163,44 @@ fn num(v: u64) -> Expr {
     }
 }
 
-/// C's strtoull(s, NULL, 0) of a whole word (0 when not a number).
-fn strtoull(s: &str) -> u64 {
-    let t = s.trim_end_matches(['u', 'U', 'l', 'L']);
-    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).unwrap_or(0)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u64::from_str_radix(&t[1..], 8).unwrap_or(0)
-    } else {
-        t.parse().unwrap_or(0)
+/// libtraceevent's `consolidate_op_arg`, which it runs on a print argument (and on
+/// `__print_hex`'s and `__print_array`'s arguments) whose first operand an operator follows:
+/// bottom-up, an operation on two atoms becomes the atom of its value (`strtoull` of both,
+/// unsigned 64-bit, `^` and `*` included, printed `%lld`). Its names are thus 0 (`1 << NAME`
+/// is 1), where a name left to the evaluation is looked up among the kernel's symbols
+/// ([`PrintFormat::resolve_names`]). Division by zero there kills trace-cmd (SIGFPE): pmlab
+/// gives 0. Operands of casts and helpers are not consolidated.
+fn consolidate(e: &mut Expr) {
+    match e {
+        Expr::Binary(op, l, r) => {
+            consolidate(l);
+            consolidate(r);
+            if let (Expr::Atom { num: a, .. }, Expr::Atom { num: b, .. }) = (&**l, &**r) {
+                let v = apply(*op, *a, *b);
+                *e = Expr::Atom {
+                    num: v,
+                    text: (v as i64).to_string().into_bytes().into(),
+                };
+            }
+        }
+        Expr::Unary(_, r) => consolidate(r),
+        Expr::Cond(c, a, b) => {
+            consolidate(c);
+            consolidate(a);
+            consolidate(b);
+        }
+        Expr::Index(a, i) => {
+            consolidate(a);
+            consolidate(i);
+        }
+        _ => {}
     }
+}
+
+/// Whether libtraceevent consolidates an argument parsed as `e`: an operator follows its
+/// first operand (a whole argument in parentheses, a cast or a unary operator first: no).
+fn consolidated(e: &Expr) -> bool {
+    matches!(e, Expr::Binary(..) | Expr::Cond(..) | Expr::Index(..))
 }
 
 impl Parser<'_> {
@@ -1148,23 +1222,36 @@ impl Parser<'_> {
         self.fmt.field(name).map(FieldInfo::of)
     }
 
+    /// libtraceevent's `process_cond`: the true branch runs to the `:`, the false branch is
+    /// one operand (a whole expression only when it starts with a unary operator), and an
+    /// operator after it takes the whole conditional as its left operand. So
+    /// `c1 ? "a" : REC->x == 2 ? "b" : "c"` is `((c1 ? "a" : REC->x) == 2) ? "b" : "c"`
+    /// there, and trace-cmd prints "c" where C would print "a"; pmlab prints what it prints.
     fn expr(&mut self) -> Result<Expr, ParseError> {
-        let c = self.binary(0)?;
-        if self.peek() == Some(&Tok::Op("?")) {
+        let mut c = self.binary(0)?;
+        while self.peek() == Some(&Tok::Op("?")) {
             self.pos += 1;
             let a = self.expr()?;
             match self.next() {
                 Some(Tok::Op(":")) => {}
                 other => return err(format!("expected ':', found {other:?}")),
             }
-            let b = self.expr()?;
-            return Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
+            let b = match self.peek() {
+                Some(Tok::Op("!" | "~" | "-" | "+")) => self.expr()?,
+                _ => self.unary()?,
+            };
+            c = self.binary_from(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)), 0)?;
         }
         Ok(c)
     }
 
     fn binary(&mut self, min: u8) -> Result<Expr, ParseError> {
-        let mut l = self.unary()?;
+        let l = self.unary()?;
+        self.binary_from(l, min)
+    }
+
+    /// Operators of precedence above `min` after the operand `l`.
+    fn binary_from(&mut self, mut l: Expr, min: u8) -> Result<Expr, ParseError> {
         loop {
             let Some(Tok::Op(op)) = self.peek() else {
                 return Ok(l);
@@ -1177,9 +1264,40 @@ impl Parser<'_> {
             }
             self.pos += 1;
             let start = self.pos;
+            // A right operand that starts with a unary `-`/`+` takes every operator after it
+            // in libtraceevent (a unary node ranks below them all), and binds looser than
+            // `*`, `/`, `%` (prio 7 against 6), so those rotate it: `a * -b` is
+            // `(a * 0) - b` there, and trace-cmd prints -b.
+            let unary_first = matches!(self.peek(), Some(Tok::Op("-" | "+"))) && lib_prio(op) < 7;
+            // A parenthesized `?:` as the right operand rotates at once (`?` ranks below
+            // every operator), and what follows applies to the whole conditional:
+            // `1 + (c ? a : b) * 4` is `((1 + c) ? a : b) * 4` there.
+            let paren_cond = if self.toks.get(start) == Some(&Tok::Delim(b'('))
+                && self.cast_at(start).is_none()
+            {
+                match self.unary()? {
+                    Expr::Cond(c, a, b) if self.matching(start) == Some(self.pos - 1) => Some(
+                        Expr::Cond(Box::new(Expr::Binary(op, Box::new(l.clone()), c)), a, b),
+                    ),
+                    _ => {
+                        self.pos = start;
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if let Some(cond) = paren_cond {
+                l = cond;
+                continue;
+            }
             // Operators of equal precedence group to the right in libtraceevent
             // (`a - b - c` is `a - (b - c)` there); pmlab prints what trace-cmd prints.
-            let r = self.binary(prec - 1)?;
+            let r = if unary_first {
+                self.binary(0)?
+            } else {
+                self.binary(prec - 1)?
+            };
             // libtraceevent's process_op rotates a right operand that is an operator of
             // lower precedence as if its parentheses were not there: `a & (b | c)` is
             // evaluated as `(a & b) | c`. trace-cmd prints that, so pmlab does too.
@@ -1187,8 +1305,18 @@ impl Parser<'_> {
                 && self.cast_at(start).is_none()
                 && self.matching(start) == Some(self.pos - 1);
             l = match r {
-                Expr::Binary(rop, rl, rr) if paren && lib_prio(op) < lib_prio(rop) => {
+                Expr::Binary(rop, rl, rr)
+                    if (paren || unary_first) && lib_prio(op) < lib_prio(rop) =>
+                {
                     Expr::Binary(rop, Box::new(Expr::Binary(op, Box::new(l), rl)), rr)
+                }
+                Expr::Unary(u @ (b'-' | b'+'), x) if unary_first => {
+                    let sum = if u == b'-' { Op::Sub } else { Op::Add };
+                    Expr::Binary(
+                        sum,
+                        Box::new(Expr::Binary(op, Box::new(l), Box::new(num(0)))),
+                        x,
+                    )
                 }
                 r => Expr::Binary(op, Box::new(l), Box::new(r)),
             };
@@ -1312,7 +1440,7 @@ impl Parser<'_> {
     fn primary(&mut self) -> Result<Expr, ParseError> {
         match self.next() {
             Some(Tok::Str(s)) => Ok(Expr::Atom {
-                num: 0,
+                num: c_strtoull(&s),
                 text: s.into_boxed_slice(),
             }),
             Some(Tok::Delim(b'(')) => {
@@ -1334,7 +1462,7 @@ impl Parser<'_> {
                 self.call(&w)
             }
             Some(Tok::Item(w)) => Ok(Expr::Atom {
-                num: strtoull(&w),
+                num: c_strtoull(w.as_bytes()),
                 text: w.into_bytes().into_boxed_slice(),
             }),
             other => err(format!("unexpected {other:?}")),
@@ -1364,9 +1492,9 @@ impl Parser<'_> {
                 return Ok(Expr::Symbolic { val, list });
             }
             "__print_hex" | "__print_hex_str" => {
-                let field = Box::new(self.expr()?);
+                let field = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let len = Box::new(self.expr()?);
+                let len = self.delim_arg()?;
                 Expr::Hex {
                     field,
                     len,
@@ -1374,11 +1502,11 @@ impl Parser<'_> {
                 }
             }
             "__print_array" => {
-                let field = Box::new(self.expr()?);
+                let field = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let count = Box::new(self.expr()?);
+                let count = self.delim_arg()?;
                 self.expect_delim(b',')?;
-                let el_size = Box::new(self.expr()?);
+                let el_size = self.delim_arg()?;
                 Expr::IntArray {
                     field,
                     count,
@@ -1458,6 +1586,20 @@ impl Parser<'_> {
         Ok(e)
     }
 
+    /// A helper's argument that libtraceevent reads with `alloc_and_process_delim`, which
+    /// consolidates it as a print argument ([`consolidate`]).
+    fn delim_arg(&mut self) -> Result<Box<Expr>, ParseError> {
+        let start = self.pos;
+        let mut e = self.expr()?;
+        let whole_paren = self.toks.get(start) == Some(&Tok::Delim(b'('))
+            && self.cast_at(start).is_none()
+            && self.matching(start) == Some(self.pos - 1);
+        if consolidated(&e) && !whole_paren {
+            consolidate(&mut e);
+        }
+        Ok(Box::new(e))
+    }
+
     fn name_arg_after_rec(&mut self) -> Result<String, ParseError> {
         if self.next() != Some(Tok::Op("->")) {
             return err("expected -> after REC");
@@ -1482,9 +1624,15 @@ pub(crate) fn parse_expr(
         fmt,
         long_size,
     };
-    let e = p.expr()?;
+    let mut e = p.expr()?;
     if p.pos != p.toks.len() {
         return err(format!("trailing {:?}", p.toks.get(p.pos)));
+    }
+    let whole_paren = p.toks.first() == Some(&Tok::Delim(b'('))
+        && p.cast_at(0).is_none()
+        && p.matching(0) == Some(p.toks.len() - 1);
+    if consolidated(&e) && !whole_paren {
+        consolidate(&mut e);
     }
     Ok(e)
 }
@@ -1754,6 +1902,37 @@ impl PrintFormat {
         Ok(PrintFormat { pieces })
     }
 
+    /// Gives each name left to the evaluation the address of the kernel symbol so named
+    /// (libtraceevent's `test_for_symbol`: an atom whose `strtoull` is 0 and that does not
+    /// start with a digit is looked up among the trace's kallsyms, first in address order,
+    /// once; 0 when there is none). `"%lx", schedule` prints schedule's address in
+    /// trace-cmd; names consolidated away at parse time (`1 << NAME`) and those of flag
+    /// tables are not looked up.
+    pub(crate) fn resolve_names(&mut self, kallsyms: &Kallsyms) {
+        if kallsyms.is_empty() {
+            return;
+        }
+        for p in &mut self.pieces {
+            let (arg, numeric, star) = match p {
+                Piece::Text(_) => continue,
+                Piece::Int { arg, star, .. } => (arg, true, star.as_mut()),
+                Piece::Str { arg, star, .. } => (arg, false, star.as_mut()),
+                Piece::Pointer { arg, .. } => (arg, true, None),
+            };
+            let mut resolve = |num: &mut u64, text: &[u8]| {
+                if *num == 0 && text.first().is_some_and(|c| !c.is_ascii_digit()) {
+                    if let Some((addr, _)) = kallsyms.iter().find(|(_, n)| n.as_bytes() == text) {
+                        *num = addr;
+                    }
+                }
+            };
+            each_numeric_atom(arg, numeric, &mut resolve);
+            if let Some(star) = star {
+                each_numeric_atom(star, true, &mut resolve);
+            }
+        }
+    }
+
     /// Write the event's text (libtraceevent's `print_event_cache`).
     pub(crate) fn write(&self, env: &Env, rec: &[u8], out: &mut Vec<u8>) {
         for p in &self.pieces {
@@ -1768,16 +1947,9 @@ impl PrintFormat {
                     let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
                     spec.int(out, env.eval(rec, arg), *bits, star);
                 }
-                Piece::Pointer { kind, arg } => {
-                    if let Expr::Atom { num: 0, text } = arg {
-                        if !text.first().is_some_and(|c| c.is_ascii_digit()) {
-                            // A string argument to %p prints as itself (BSTRING); others 0.
-                            out.extend_from_slice(text);
-                            continue;
-                        }
-                    }
-                    pointer(env, out, *kind, env.eval(rec, arg));
-                }
+                // A print format's `%p` argument is a number, even a string or a name
+                // (`(nil)` when 0); only bprint's `%s`-read strings print as themselves.
+                Piece::Pointer { kind, arg } => pointer(env, out, *kind, env.eval(rec, arg)),
                 Piece::Str { spec, arg, star } => {
                     let star = star.as_ref().map(|s| env.eval(rec, s) as i32 as i64);
                     env.print_str(out, rec, spec, star, arg);
@@ -2099,6 +2271,45 @@ mod tests {
         assert_eq!(out(0x7), "W0x6|B|0x7");
         // `1 - 2 + 4` groups to the right there: 1 - (2 + 4) = -5, never matched
         assert_eq!(out(3), "W0x2|0x3|0x3");
+    }
+
+    /// Names and constants outside flag tables, as trace-cmd prints them: a name left to
+    /// the evaluation is its kernel symbol's address (else 0); one an operation on two atoms
+    /// consolidates at parse time is 0 (`1 + schedule` is 1, unless the whole argument is in
+    /// parentheses); character constants are strtoull of their text; `%p` of a name or a
+    /// string is a number.
+    #[test]
+    fn names_and_constants_follow_libtraceevents_evaluation() {
+        let k = Kallsyms::from_pairs([(0x1000, "schedule"), (0x2000, "jiffies")]);
+        let p = HashMap::new();
+        let env = Env::new(false, 8, &k, &p);
+        let f = fmt_with(
+            &[("x", "unsigned int", 0, 4)],
+            r#""%llx %llx %llx %llx %d %d %d %d %d %p %p %d %s", schedule, (schedule + 4), (1 + schedule) + 0, -jiffies, '1', 'a', 3 ^ 5, REC->x ^ 5, "12", UNDEF, "str", REC->x == 'a', REC->x ? NAME : "lit""#,
+        );
+        let mut pf = PrintFormat::parse(&f, 8).unwrap();
+        pf.resolve_names(&k);
+        let mut o = Vec::new();
+        pf.write(&env, &97u32.to_le_bytes(), &mut o);
+        assert_eq!(
+            String::from_utf8(o).unwrap(),
+            "1000 1004 1 ffffffffffffe000 1 0 6 0 12 (nil) (nil) 0 NAME"
+        );
+    }
+
+    /// libtraceevent's grouping where it is not C's: a `?:`'s false branch is one operand
+    /// and what follows applies to the whole conditional; a parenthesized `?:` on the right
+    /// rotates; `* -x` is `(_ * 0) - x`. Values as trace-cmd 3.1.6 printed them.
+    #[test]
+    fn conditionals_and_unary_operands_group_as_in_libtraceevent() {
+        let f = fmt_with(
+            &[("x", "int", 0, 4)],
+            r#""%d %d %d %d %d %d", REC->x == 1 ? 10 : REC->x == 2 ? 20 : 30, REC->x ? 1 : 0 ? 7 : 8, 1 + (REC->x ? 2 : 3) * 4, REC->x * -1, REC->x * -REC->x + 3, REC->x ? 5 : -REC->x + 100"#,
+        );
+        let out = |v: u32| render(&f, &v.to_le_bytes());
+        assert_eq!(out(1), "30 7 8 -1 2 5");
+        assert_eq!(out(2), "20 7 8 -1 -1 5");
+        assert_eq!(out(0), "30 8 8 -1 3 100");
     }
 
     /// What `arg_num_eval` cannot evaluate fails the whole format, as in libtraceevent.

@@ -716,7 +716,7 @@ impl<'t> Renderer<'t> {
             push_u64_zero_padded(out, ts % 1_000_000_000_000, 12);
         }
         out.extend_from_slice(&er.head);
-        self.fields(er, rec, carry, out);
+        self.fields(er, rec, i, carry, out);
         if out.len() > line_start && out[out.len() - 1] == b'\n' {
             out.pop();
         }
@@ -730,14 +730,72 @@ impl<'t> Renderer<'t> {
         let ev = &self.trace.events;
         match self.events.get(ev.id[i] as usize).and_then(|e| e.as_ref()) {
             Some(er) => {
-                self.fields(er, ev.record(i), carry, out);
+                self.fields(er, ev.record(i), i, carry, out);
                 true
             }
             None => false,
         }
     }
 
-    fn fields(&self, er: &EventR, rec: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
+    /// The bytes after event `i`'s record up to the end of its ring-buffer page (the next
+    /// records, then the page's unused rest). libtraceevent reads a fixed-size field at its
+    /// offset in the page it was handed, whether or not the record holds it: ftrace's
+    /// `kernel_stack` declares `caller[8]` and records only the frames it has, so trace-cmd's
+    /// raw `caller=` shows the next record's bytes. Pages start at multiples of the page size
+    /// in `raw` (trace-cmd aligns each CPU's data in a v6 file; v7 and live pages are
+    /// decompressed or copied as whole pages); ftrace text has no pages.
+    fn page_tail(&self, i: usize) -> &[u8] {
+        let ps = self.trace.page_size as usize;
+        if ps == 0 || self.trace.meta.version == 0 {
+            return &[];
+        }
+        let ev = &self.trace.events;
+        let (off, end) = (ev.off(i), ev.off(i) + ev.rec_len(i));
+        let page_end = ((off / ps + 1) * ps).min(ev.raw.len());
+        ev.raw.get(end..page_end).unwrap_or(&[])
+    }
+
+    /// Ids of the event types with a record shorter than the type's fixed-size fields whose
+    /// page ends before them: libtraceevent reads such a field's last bytes from beyond the
+    /// page buffer (whatever memory follows it), which pmlab cannot know and prints as zeros.
+    pub(crate) fn ids_past_page(&self) -> Vec<u16> {
+        let ev = &self.trace.events;
+        let ps = self.trace.page_size as usize;
+        if ps == 0 || self.trace.meta.version == 0 {
+            return Vec::new();
+        }
+        let need: Vec<usize> = self
+            .events
+            .iter()
+            .map(|e| {
+                e.as_ref().map_or(0, |e| {
+                    e.fields
+                        .iter()
+                        .filter(|f| !f.dynamic)
+                        .map(|f| f.offset + f.size)
+                        .max()
+                        .unwrap_or(0)
+                })
+            })
+            .collect();
+        let mut hit = vec![false; need.len()];
+        for (i, &id) in ev.id.iter().enumerate() {
+            let Some(&n) = need.get(id as usize) else {
+                continue;
+            };
+            if ev.rec_len(i) < n && !hit[id as usize] {
+                let off = ev.off(i);
+                let page_end = ((off / ps + 1) * ps).min(ev.raw.len());
+                hit[id as usize] = off + n > page_end;
+            }
+        }
+        (0..hit.len() as u16)
+            .filter(|&id| hit[id as usize])
+            .collect()
+    }
+
+    /// Event `i`'s fields (`rec` its record).
+    fn fields(&self, er: &EventR, rec: &[u8], i: usize, carry: &mut Carry, out: &mut Vec<u8>) {
         if let Some(plan) = &er.plan {
             if er
                 .carry_fields
@@ -753,7 +811,7 @@ impl<'t> Renderer<'t> {
                             }
                             self.print_item(er, &er.items[p], rec, out);
                         }
-                        None => self.print_raw(f, rec, carry, out),
+                        None => self.print_raw(f, rec, i, carry, out),
                     }
                 }
                 return;
@@ -775,7 +833,7 @@ impl<'t> Renderer<'t> {
                 }
             }
             if !done {
-                self.print_raw(f, rec, carry, out);
+                self.print_raw(f, rec, i, carry, out);
             }
         }
     }
@@ -910,7 +968,18 @@ impl<'t> Renderer<'t> {
         }
     }
 
-    fn print_raw(&self, f: &FieldR, rec: &[u8], carry: &mut Carry, out: &mut Vec<u8>) {
+    /// A field's raw value from event `i`'s record `rec`; a fixed-size field that runs past
+    /// the record is read on into its page ([`Self::page_tail`]), as libtraceevent reads it.
+    fn print_raw(&self, f: &FieldR, rec: &[u8], i: usize, carry: &mut Carry, out: &mut Vec<u8>) {
+        let joined: Vec<u8>;
+        let rec = if !f.dynamic && f.offset + f.size > rec.len() {
+            let tail = self.page_tail(i);
+            let more = (f.offset + f.size - rec.len()).min(tail.len());
+            joined = [rec, &tail[..more]].concat();
+            &joined[..]
+        } else {
+            rec
+        };
         if f.array {
             let (offset, len) = if f.dynamic {
                 if f.offset + f.size > rec.len() {

@@ -58,6 +58,11 @@ pub enum Why {
     /// The print format calls a function only a libtraceevent plugin defines.
     #[error("its print format calls {0}(), which trace-cmd's {1} plugin defines (pmlab prints [FAILED TO PARSE])")]
     PluginFunction(&'static str, &'static str),
+    /// A record is shorter than the event's fixed-size fields and its ring-buffer page ends
+    /// before them: libtraceevent reads on past the page buffer into whatever memory
+    /// follows it, which the file does not hold.
+    #[error("a record's fixed-size fields run past the end of its ring-buffer page, where trace-cmd prints whatever memory follows the page (pmlab prints zeros)")]
+    PastPage,
 }
 
 /// Events libtraceevent 1.7's plugins print with their own code, pmlab's own renderings
@@ -295,7 +300,10 @@ fn kind_of(f: &EventFormat, trace: &Trace) -> Kind {
         _ => {}
     }
     match PrintFormat::parse(f, long_size) {
-        Ok(p) if !crate::render::print_fmt_fails(f) => Kind::Print(p),
+        Ok(mut p) if !crate::render::print_fmt_fails(f) => {
+            p.resolve_names(&trace.kallsyms);
+            Kind::Print(p)
+        }
         _ => Kind::Failed,
     }
 }
@@ -485,19 +493,23 @@ impl<'t> Report<'t> {
         })
     }
 
-    /// The selected event types the trace has whose formatted lines pmlab cannot print as
-    /// trace-cmd does (none with `raw`: trace-cmd's plugins do not change raw fields).
+    /// The selected event types the trace has whose lines pmlab cannot print as trace-cmd
+    /// does: those trace-cmd's plugins print (not in the raw view: plugins do not change raw
+    /// fields), and those whose raw fields run past a page ([`Why::PastPage`]; in the
+    /// formatted view only where it prints raw fields, after `[FAILED TO PARSE]`).
     pub fn unsupported(&self) -> Vec<Unsupported> {
-        if self.opts.raw {
-            return Vec::new();
-        }
+        let past = self.raw.ids_past_page();
         let mut v: Vec<Unsupported> = self
             .present
             .iter()
             .filter(|id| self.ids.as_ref().is_none_or(|s| s.contains(id)))
             .filter_map(|id| self.trace.formats.get(id))
             .filter_map(|f| {
-                unsupported(f).map(|why| Unsupported {
+                let raw_fields = self.opts.raw
+                    || matches!(self.kinds.get(f.id as usize), Some(Some(Kind::Failed)));
+                let why = if self.opts.raw { None } else { unsupported(f) };
+                let why = why.or((raw_fields && past.contains(&f.id)).then_some(Why::PastPage));
+                why.map(|why| Unsupported {
                     system: f.system.clone(),
                     name: f.name.clone(),
                     why,

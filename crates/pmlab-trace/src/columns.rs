@@ -96,6 +96,11 @@ impl ColumnType {
     /// The column type of `field` in a trace whose `long` is `long_size` bytes.
     pub fn of(field: &Field, long_size: u32) -> ColumnType {
         match field.kind {
+            // Kernels before 3.15 or so write print's flexible `char buf[]` as `char buf;`
+            // of size 0: the text to the record's end, as the bracketed form.
+            FieldKind::Int if field.size == 0 && is_text(&field.type_name) => {
+                ColumnType::Scalar(Scalar::Str)
+            }
             FieldKind::Int => match int_size(field.size) {
                 Some(size) => ColumnType::Scalar(Scalar::Int {
                     size,
@@ -915,6 +920,17 @@ mod tests {
         };
         assert_eq!(str_at(&v, 0).as_deref(), Some("pmlab: recording CPU 0\n"));
         assert_eq!(v.len(), 1);
+        // older kernels' `char buf;` of size 0 (tests/fixtures/wild/cr2_arm_*): the same text
+        let mut old = field("char", 0, true, FieldKind::Int);
+        old.offset = 16;
+        assert_eq!(ColumnType::of(&old, 4), ColumnType::Scalar(Scalar::Str));
+        let mut b = Builder::new(&old, 4, 1);
+        // SAFETY: one row, written once.
+        let v = unsafe {
+            b.put_rows(&ev, &[0], false, 0);
+            b.finish(1)
+        };
+        assert_eq!(str_at(&v, 0).as_deref(), Some("pmlab: recording CPU 0\n"));
         // past the record: empty, not a panic
         f.offset = 64;
         assert!(field_bytes(&rec, (64, 0, LocKind::Inline), false, true).is_empty());

@@ -479,6 +479,31 @@ fn function_and_function_graph_lines_equal_trace_cmds() {
 // (`strtoll` of a name), so every entry is 1 and `0x11` prints `W0x10`. The fixture has
 // the ext4 formats but no ext4 events: records are rewritten into them.
 
+/// Replaces event `name`'s print format in a trace file's bytes by `ours`, padded with
+/// blanks to the same length (so no offset in the file moves); returns the old one.
+fn replace_print_fmt(bytes: &mut [u8], name: &str, ours: &str) -> Vec<u8> {
+    let head = format!("name: {name}\n");
+    let at = bytes
+        .windows(head.len())
+        .position(|w| w == head.as_bytes())
+        .unwrap_or_else(|| panic!("no {name} format"));
+    let pf = at
+        + bytes[at..]
+            .windows(11)
+            .position(|w| w == b"print fmt: ")
+            .unwrap()
+        + 11;
+    let end = pf + bytes[pf..].iter().position(|&b| b == b'\n').unwrap();
+    assert!(
+        ours.len() <= end - pf,
+        "{name}: the replacement is longer than the format"
+    );
+    let was = bytes[pf..end].to_vec();
+    bytes[pf..end].fill(b' ');
+    bytes[pf..pf + ours.len()].copy_from_slice(ours.as_bytes());
+    was
+}
+
 it_test!(flag_tables_naming_undefined_enums_print_what_trace_cmd_prints);
 fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
@@ -503,22 +528,8 @@ fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
     // a cast alone, a negative value, a saturated number, right-grouped `-` and `+`.
     let cache = fmt("ext4_es_cache_extent");
     let ours = r#""%s|%s|%s", __print_flags(REC->status, "", { (1 << ES_WRITTEN_B), "W" }, { 0x20 | (FOO + 2), "F" }), __print_flags(REC->status, ",", { NAME, "n" }, { (u8)0x102, "T" }, { ~3, "N" }, { 0xfffffffffffffffff >> 60, "B" }), __print_symbolic(REC->status, { -2, "g" }, { TIMER_SOFTIRQ, "t" }, { 1 - 2 + 4, "3" }, { 16 - 1 - 1, "x" })"#;
-    let head = b"name: ext4_es_cache_extent\n";
-    let at_name = bytes.windows(head.len()).position(|w| w == head).unwrap();
-    let pf = at_name
-        + bytes[at_name..]
-            .windows(11)
-            .position(|w| w == b"print fmt: ")
-            .unwrap()
-        + 11;
-    let pf_end = pf + bytes[pf..].iter().position(|&b| b == b'\n').unwrap();
-    assert_eq!(&bytes[pf..pf_end], cache.print_fmt.as_bytes());
-    assert!(
-        ours.len() <= pf_end - pf,
-        "the replacement is longer than the format"
-    );
-    bytes[pf..pf_end].fill(b' ');
-    bytes[pf..pf + ours.len()].copy_from_slice(ours.as_bytes());
+    let was = replace_print_fmt(&mut bytes, "ext4_es_cache_extent", ours);
+    assert_eq!(was, cache.print_fmt.as_bytes());
     let at = |f: &pmlab_trace::EventFormat, n: &str| {
         let x = f
             .field(n)
@@ -584,6 +595,79 @@ fn flag_tables_naming_undefined_enums_print_what_trace_cmd_prints() {
             "no line ends with {want}"
         );
     }
+}
+
+// Names and constants outside flag tables, as libtraceevent evaluates them: a name is its
+// kernel symbol's address when evaluated (`schedule`), 0 inside an operation on two atoms
+// (consolidated when parsed), character constants are strtoull of their text, `%p` of a
+// name or string is a number, `^` of two constants is folded and of a field is 0; and its
+// grouping of chained `?:` and of `* -x`. Print formats of lisa_sched_load.dat's events are
+// replaced (same length, blank-padded).
+
+it_test!(names_and_constants_print_what_trace_cmd_prints);
+fn names_and_constants_print_what_trace_cmd_prints() {
+    if !has_trace_cmd() {
+        skip!("trace-cmd is not installed: it is this test's reference");
+    }
+    let src = crate::util::fixtures().join("lisa_sched_load.dat");
+    let mut bytes = std::fs::read(&src).unwrap();
+    let formats: [(&str, &str); 5] = [
+        (
+            "sched_load_se",
+            r#""%llx %llx %llx %llx %d %d %d", schedule, (schedule + 4), (1 + schedule) + 0, -schedule, '1', 'a', 3 ^ 5"#,
+        ),
+        (
+            "sched_load_cfs_rq",
+            r#""%d %p %pS %p %d %d", REC->cpu ^ 5, UNDEF, schedule, "str", "12", REC->cpu == 'a'"#,
+        ),
+        (
+            "cpu_idle",
+            r#""%s %d", REC->state ? NAME : "lit", sizeof(REC->state) + UNDEF"#,
+        ),
+        (
+            "cpu_frequency",
+            r#""%d|%d", REC->cpu_id == 1 ? 5 : REC->cpu_id == 2 ? 6 : 7, REC->cpu_id * -1"#,
+        ),
+        (
+            "sched_migrate_task",
+            r#""%s|%s", __print_hex(REC->comm, 2 + 2), __print_symbolic(REC->pid, { schedule, "S" }, { 1 + N, "1" })"#,
+        ),
+    ];
+    for (name, ours) in formats {
+        replace_print_fmt(&mut bytes, name, ours);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("names.dat");
+    std::fs::write(&f, &bytes).unwrap();
+    check(&f);
+    let out = pmlab().arg("dump").arg(&f).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |event: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {event}: ")))
+            .unwrap_or_else(|| panic!("no {event} line"))
+            .split_once(&format!(" {event}: "))
+            .unwrap()
+            .1
+            .trim()
+            .to_string()
+    };
+    // schedule is at ffff0000087a8c28 in the file's kallsyms
+    assert_eq!(
+        line("sched_load_se"),
+        "ffff0000087a8c28 ffff0000087a8c2c 1 fffff78573d8 1 0 6"
+    );
+    assert!(line("sched_load_cfs_rq").ends_with(" (nil) schedule+0x0 (nil) 12 0"));
+    assert_eq!(line("cpu_idle").split(' ').nth(1), Some("4"));
+    // ((cpu_id == 1 ? 5 : cpu_id) == 2) ? 6 : 7 and (cpu_id * 0) - 1: CPU 1 gets 7 (C
+    // would say 5), CPU 2 gets 6; -1 for all
+    let freq: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" cpu_frequency: "))
+        .collect();
+    assert!(freq.iter().any(|l| l.ends_with(" 7|-1")), "{freq:?}");
+    assert!(freq.iter().any(|l| l.ends_with(" 6|-1")), "{freq:?}");
+    assert!(!freq.iter().any(|l| l.ends_with(" 5|-1")), "{freq:?}");
 }
 
 // Events trace-cmd's plugins print with their own code (kmem's kmalloc) or whose print

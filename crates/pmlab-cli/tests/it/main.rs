@@ -42,6 +42,7 @@ mod study;
 mod top;
 mod trace;
 mod whatif;
+mod wild;
 
 fn main() -> std::process::ExitCode {
     harness::main(vec![harness::source_check(

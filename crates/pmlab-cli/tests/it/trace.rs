@@ -17,16 +17,22 @@ pub fn normalized(text: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The fixture trace.dat files (at least the four the README lists).
-pub fn fixture_dats() -> Vec<PathBuf> {
-    let dir = fixtures();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The `.dat` files of `dir`, sorted.
+pub fn dats_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("fixtures {}: {e}", dir.display()))
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "dat"))
         .collect();
     v.sort();
+    v
+}
+
+/// The fixture trace.dat files (at least the four the README lists).
+pub fn fixture_dats() -> Vec<PathBuf> {
+    let dir = fixtures();
+    let v = dats_in(&dir);
     assert!(
         v.len() >= 4,
         "expected the shared fixtures in {}",
