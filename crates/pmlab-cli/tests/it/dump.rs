@@ -90,7 +90,10 @@ fn check(file: &Path) -> usize {
     n
 }
 
-it_test!(formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7, fixture);
+it_test!(
+    formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7,
+    fixture
+);
 fn formatted_dump_equals_trace_cmd_report_on_every_fixture_v6_and_v7() {
     assert!(has_trace_cmd(), "trace-cmd is needed for the oracle test");
     let tmp = tempfile::tempdir().unwrap();

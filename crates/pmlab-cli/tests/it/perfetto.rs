@@ -59,7 +59,10 @@ fn export_and_check(trace: &Path, extra: &[&str]) -> String {
     String::from_utf8_lossy(&check.stdout).trim().to_string()
 }
 
-it_test!(perfetto_export_of_every_fixture_decodes_and_matches, fixture);
+it_test!(
+    perfetto_export_of_every_fixture_decodes_and_matches,
+    fixture
+);
 fn perfetto_export_of_every_fixture_decodes_and_matches() {
     let mut files: Vec<PathBuf> = Vec::new();
     for dir in [Some(fixtures()), shared_fixtures()].into_iter().flatten() {

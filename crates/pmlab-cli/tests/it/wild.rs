@@ -270,7 +270,7 @@ fn json_against_raw(file: &Path) -> usize {
     checked
 }
 
-it_test!(every_view_of_every_public_trace_equals_trace_cmds);
+it_test!(every_view_of_every_public_trace_equals_trace_cmds, fixture);
 fn every_view_of_every_public_trace_equals_trace_cmds() {
     if !has_trace_cmd() {
         skip!("trace-cmd is not installed: it is the reference the corpus is compared with");
