@@ -1,12 +1,12 @@
 //! `pipe`: two tasks ping-pong an int over two pipes, as `perf bench sched pipe` does.
 //! Like perf, the timed part includes creating the second task (fork or threads) and
-//! reaping it; in process mode the calling process is the side that writes first.
+//! reaping it; in process mode both sides are forked, single-threaded children.
 //! Where the two sides run is an input (`crate::placement`): pinned to two CPUs, to one, or
 //! left to the scheduler as perf does, in which case the run's `same_cpu_share` says which
 //! regime it measured.
 
 use crate::children::{raw, ChildGroup};
-use crate::cpus::{pin_to, AffinityGuard};
+use crate::cpus::pin_to;
 use crate::{cancel, Probe, WorkerError, WorkloadError, WorkloadResult};
 use pmlab_kernel::{Direction, Metric, Nanos};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -176,49 +176,50 @@ pub(crate) fn run(
         a.and(b)
             .map_err(|e| WorkloadError::worker("pipe", None, e))?;
     } else {
+        // Both sides are forked children, single-threaded as perf's two processes are: the
+        // C library's read and write take a slower path in a multi-threaded process (pmlab's
+        // own), which made pipe on one CPU 14% slower than perf here (bench/pipe-vs-perf).
         let mut group = ChildGroup::new();
-        let (rr, rw, ir, iw) = (r1.as_fd(), w2.as_fd(), r2.as_raw_fd(), w1.as_raw_fd());
-        let notes = placement.side(false);
-        // SAFETY: the child only makes raw syscalls on fds and data prepared before the fork.
-        unsafe {
-            group.fork(move || {
-                // The child's copies of the initiator's ends.
-                rustix::io::close(ir);
-                rustix::io::close(iw);
-                if let Some(c) = cpu_responder {
-                    if pin_to(c).is_err() {
-                        return 2;
+        let (r1_owned, w1_owned, r2_owned, w2_owned) = (r1, w1, r2, w2);
+        let (r1, w1, r2, w2) = (
+            r1_owned.as_raw_fd(),
+            w1_owned.as_raw_fd(),
+            r2_owned.as_raw_fd(),
+            w2_owned.as_raw_fd(),
+        );
+        for (initiator, cpu, (read, write), (other_read, other_write)) in [
+            (false, cpu_responder, (r1, w2), (r2, w1)),
+            (true, cpu_initiator, (r2, w1), (r1, w2)),
+        ] {
+            let notes = placement.side(initiator);
+            // SAFETY: the child only makes async-signal-safe calls on fds and data prepared
+            // before the fork.
+            unsafe {
+                group.fork(move || {
+                    // The child's copies of the other side's ends.
+                    rustix::io::close(other_read);
+                    rustix::io::close(other_write);
+                    if let Some(c) = cpu {
+                        if pin_to(c).is_err() {
+                            return 2;
+                        }
                     }
-                }
-                match side_loop(loops, false, rr, rw, false, notes) {
-                    Ok(()) => 0,
-                    Err(_) => 1,
-                }
-            })
-        }
-        .map_err(|e| WorkloadError::io("fork", e))?;
-        drop((r1, w2));
-        let result = {
-            let _restore =
-                AffinityGuard::save().map_err(|e| WorkloadError::io("sched_getaffinity", e))?;
-            if let Some(c) = cpu_initiator {
-                pin_to(c).map_err(|e| WorkloadError::io(format!("pinning to CPU {c}"), e))?;
+                    let (read, write) =
+                        (BorrowedFd::borrow_raw(read), BorrowedFd::borrow_raw(write));
+                    match side_loop(loops, initiator, read, write, false, notes) {
+                        Ok(()) => 0,
+                        Err(_) => 1,
+                    }
+                })
             }
-            side_loop(
-                loops,
-                true,
-                r2.as_fd(),
-                w1.as_fd(),
-                true,
-                placement.side(true),
-            )
-        };
-        drop((r2, w1));
+            .map_err(|e| WorkloadError::io("fork", e))?;
+        }
+        // The parent's copies: each side sees the other's end close when it exits.
+        drop((r1_owned, w1_owned, r2_owned, w2_owned));
+        let reaped = group.wait_all();
         if cancel::is_requested() {
             return Err(WorkloadError::Cancelled);
         }
-        let reaped = group.wait_all();
-        result.map_err(|e| WorkloadError::worker("pipe", None, e))?;
         reaped.map_err(|e| WorkloadError::worker("pipe", None, e))?;
     }
     let wall = t0.elapsed();
