@@ -127,17 +127,12 @@ fn real() -> &'static (Ran, State, State) {
             .map(|p| q.dir.join(p.trim()))
             .unwrap_or_else(|| panic!("no report line: {stdout}"));
         // Its findings and stages as data, from the store it wrote.
-        let out = pmlab()
-            .current_dir(&q.dir)
-            .args(["report", "study", "--format", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let json: Value = serde_json::from_slice(&out.stdout).expect("report --format json");
+        let json: Value = serde_json::from_str(&crate::util::stdout_of(
+            pmlab()
+                .current_dir(&q.dir)
+                .args(["report", "study", "--format", "json"]),
+        ))
+        .expect("report --format json");
         let ran = Ran {
             dir: q.dir.clone(),
             db,
